@@ -1,0 +1,71 @@
+"""`lmms-contam`: thin command line over the package's modules."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from lmms_contam import __version__
+
+
+def _tasks_dir(_args: argparse.Namespace) -> int:
+    from lmms_contam.harness.registration import tasks_dir
+
+    print(tasks_dir())
+    return 0
+
+
+def _datasets(args: argparse.Namespace) -> int:
+    """Show where each benchmark's perturbed set resolves, and check it when asked."""
+    from lmms_contam.harness.datasets import load_perturbed_set, resolve
+    from lmms_contam.schema import BENCHMARK_COLUMNS, PerturbedSetError
+
+    status = 0
+    for benchmark in args.benchmark or sorted(BENCHMARK_COLUMNS):
+        try:
+            location = resolve(benchmark)
+            line = f"{benchmark}: {location.kind} {location.value} (via {location.found_via})"
+            if args.check:
+                line += f", {len(load_perturbed_set(benchmark))} valid rows"
+            print(line)
+        except PerturbedSetError as exc:
+            print(f"{benchmark}: {exc}", file=sys.stderr)
+            status = 1
+    return status
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lmms-contam",
+        description="Contamination detection for vision-language models, run inside lmms-eval.",
+    )
+    parser.add_argument("--version", action="version", version=f"lmms-contam {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    tasks_dir = commands.add_parser(
+        "tasks-dir",
+        help="print the folder of the plugin's task YAMLs (for lmms-eval --include_path)",
+        description="Print the plugin's task folder. After `pip install lmms-contam`, lmms-eval finds the "
+        "tasks by itself; `lmms-eval --include_path $(lmms-contam tasks-dir)` is the stable fallback.",
+    )
+    tasks_dir.set_defaults(run=_tasks_dir)
+
+    sets = commands.add_parser(
+        "datasets",
+        help="show where each benchmark's perturbed set is found",
+        description="Resolve each benchmark's perturbed set: $LMMS_CONTAM_DATASET_<BENCHMARK>, then the "
+        "config file's `datasets:` entry, then $LMMS_CONTAM_HOME/datasets/<benchmark>.",
+    )
+    sets.add_argument("benchmark", nargs="*", help="benchmarks to show (default: all)")
+    sets.add_argument("--check", action="store_true", help="also load and validate each set (decodes every image)")
+    sets.set_defaults(run=_datasets)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

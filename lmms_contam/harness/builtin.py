@@ -1,0 +1,109 @@
+"""Adapters to lmms-eval's built-in tasks: our rows become the docs their functions expect.
+
+The plugin's tasks call the built-in prompt, answer extraction and scoring functions unchanged;
+this module only shapes the documents and reads a 0/1 correctness back from the built-in output.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+VARIANTS = ("original", "perturbed")
+
+
+@dataclass(frozen=True)
+class BuiltinTask:
+    benchmark: str
+    module: str  # the built-in task's utils module
+    process_results: str  # name of the built-in process_results function in `module`
+    image_field: str
+    shape_doc: Callable[[dict, str, str], dict]  # (row, answer, image field) -> built-in-shaped fields
+    read_correct: Callable[[dict, dict], int]  # (doc, built-in output) -> 0/1
+
+    def builtin_process_results(self) -> Callable[[dict, list], dict]:
+        return getattr(importlib.import_module(self.module), self.process_results)
+
+    def to_doc(self, row: dict, variant: str) -> dict[str, Any]:
+        """One document for one version of an item; ids are carried so sample logs can be joined."""
+        if variant not in VARIANTS:
+            raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+        perturbed = variant == "perturbed"
+        gold = row["new_answer"] if perturbed else row["original_answer"]
+        doc = self.shape_doc(row, gold, self.image_field)
+        doc[self.image_field] = row["image"] if perturbed else row["original_image"]
+        doc.update(
+            contam_item_id=row["item_id"],
+            contam_original_id=row["original_id"],
+            contam_benchmark=self.benchmark,
+            contam_variant=variant,
+            contam_gold=gold,
+            contam_original_answer=row["original_answer"],
+            contam_stratum=row.get("l2_category") or "",
+            contam_group=row.get("group_id") or "",
+            contam_slot=row.get("group_slot") or "",
+        )
+        return doc
+
+
+def _mmstar_doc(row: dict, answer: str, _image_field: str) -> dict:
+    return {
+        "index": row["original_id"],
+        "question": row["question"],
+        "answer": answer,
+        "category": row["category"],
+        "l2_category": row["l2_category"],
+    }
+
+
+def _realworldqa_doc(row: dict, answer: str, _image_field: str) -> dict:
+    return {"question": row["question"], "answer": answer}
+
+
+def _naturalbench_doc(row: dict, answer: str, _image_field: str) -> dict:
+    return {
+        "Index": row["original_id"],
+        "Question": row["question"],
+        "Question_Type": row["question_type"],
+        "Answer": answer,
+    }
+
+
+def naturalbench_gold_value(answer: str) -> int:
+    """The built-in extractor maps Yes/A to 1 and No/B to 0; gold answers map the same way."""
+    normalized = answer.strip().lower()
+    if normalized in ("yes", "a"):
+        return 1
+    if normalized in ("no", "b"):
+        return 0
+    raise ValueError(f"NaturalBench answer must be Yes/No or A/B, got {answer!r}")
+
+
+BUILTIN_TASKS: dict[str, BuiltinTask] = {
+    "mmstar": BuiltinTask(
+        benchmark="mmstar",
+        module="lmms_eval.tasks.mmstar.utils",
+        process_results="mmstar_process_results",
+        image_field="image",
+        shape_doc=_mmstar_doc,
+        read_correct=lambda _doc, out: int(out["average"]["score"]),
+    ),
+    "realworldqa": BuiltinTask(
+        benchmark="realworldqa",
+        module="lmms_eval.tasks.realworldqa.utils",
+        process_results="realworldqa_process_results",
+        image_field="image",
+        shape_doc=_realworldqa_doc,
+        read_correct=lambda _doc, out: int(out["exact_match"]),
+    ),
+    "naturalbench": BuiltinTask(
+        benchmark="naturalbench",
+        module="lmms_eval.tasks.naturalbench.utils",
+        process_results="naturalbench_process_results",
+        image_field="Image",
+        shape_doc=_naturalbench_doc,
+        read_correct=lambda doc, out: int(out["naturalbench_G_ACC"]["score"] == naturalbench_gold_value(doc["Answer"])),
+    ),
+}

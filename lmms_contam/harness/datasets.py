@@ -1,0 +1,160 @@
+"""Where a task finds its perturbed set, and loading it once per process.
+
+Resolution order, first hit wins:
+  1. the environment variable LMMS_CONTAM_DATASET_<BENCHMARK> (e.g. LMMS_CONTAM_DATASET_MMSTAR);
+  2. `datasets: {<benchmark>: ...}` in the config file ($LMMS_CONTAM_CONFIG, else
+     $XDG_CONFIG_HOME/lmms-contam/config.yaml, else ~/.config/lmms-contam/config.yaml);
+  3. the default folder $LMMS_CONTAM_HOME/datasets/<benchmark> (LMMS_CONTAM_HOME defaults to
+     $XDG_CACHE_HOME/lmms-contam, else ~/.cache/lmms-contam).
+A value in 1 or 2 is a `save_to_disk` folder, a parquet file, a folder of parquet files, or a
+Hugging Face hub dataset id (split `test`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import datasets
+import yaml
+from loguru import logger
+
+from lmms_contam.schema import PerturbedSetError, validate
+
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+class PerturbedSetNotFound(PerturbedSetError):
+    """No perturbed set at any place the resolution order looks."""
+
+
+@dataclass(frozen=True)
+class SetLocation:
+    kind: str  # "disk" | "parquet" | "hub"
+    value: str
+    found_via: str
+
+
+def env_var(benchmark: str) -> str:
+    return f"LMMS_CONTAM_DATASET_{benchmark.upper()}"
+
+
+def config_path() -> Path:
+    if os.environ.get("LMMS_CONTAM_CONFIG"):
+        return Path(os.environ["LMMS_CONTAM_CONFIG"]).expanduser()
+    base = os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"
+    return Path(base) / "lmms-contam" / "config.yaml"
+
+
+def home() -> Path:
+    if os.environ.get("LMMS_CONTAM_HOME"):
+        return Path(os.environ["LMMS_CONTAM_HOME"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "lmms-contam"
+
+
+def default_folder(benchmark: str) -> Path:
+    return home() / "datasets" / benchmark
+
+
+def _classify(value: str, found_via: str, base: Path | None = None) -> SetLocation:
+    path = Path(value).expanduser()
+    if base is not None and not path.is_absolute():
+        path = base / path
+    if path.is_dir():
+        if (path / "state.json").exists() or (path / "dataset_dict.json").exists():
+            return SetLocation("disk", str(path), found_via)
+        if any(path.glob("*.parquet")):
+            return SetLocation("parquet", str(path), found_via)
+        raise PerturbedSetError(
+            f"{found_via} points to {path}, which holds neither a save_to_disk set nor parquet files"
+        )
+    if path.is_file():
+        if path.suffix != ".parquet":
+            raise PerturbedSetError(f"{found_via} points to {path}, which is not a .parquet file")
+        return SetLocation("parquet", str(path), found_via)
+    if HUB_ID.match(value) and not value.startswith((".", "~")):
+        return SetLocation("hub", value, found_via)
+    raise PerturbedSetError(f"{found_via} points to {path}, which does not exist")
+
+
+def resolve(benchmark: str) -> SetLocation:
+    """Apply the resolution order; the error lists every place that was looked at."""
+    looked: list[str] = []
+    name = env_var(benchmark)
+    if os.environ.get(name):
+        return _classify(os.environ[name], f"${name}")
+    looked.append(f"${name}: not set")
+
+    cfg = config_path()
+    if cfg.is_file():
+        try:
+            content = yaml.safe_load(cfg.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise PerturbedSetError(f"config {cfg}: not valid YAML ({exc})") from exc
+        value = (content.get("datasets") or {}).get(benchmark) if isinstance(content, dict) else None
+        if value:
+            return _classify(str(value), f"config {cfg} (datasets.{benchmark})", base=cfg.parent)
+        looked.append(f"config {cfg}: no datasets.{benchmark} entry")
+    else:
+        looked.append(f"config {cfg}: no such file")
+
+    folder = default_folder(benchmark)
+    if folder.exists():
+        return _classify(str(folder), f"default folder {folder}")
+    looked.append(f"default folder {folder}: does not exist")
+
+    steps = "\n".join(f"  {i}. {line}" for i, line in enumerate(looked, 1))
+    raise PerturbedSetNotFound(
+        f"lmms-contam: no perturbed set for '{benchmark}'. Looked in:\n{steps}\n"
+        f"Import the paper authors' release with `lmms-contam import mm-perturb --benchmark {benchmark} "
+        f"--tsv <file> --images <dir>` (writes to the default folder), or point ${name} at a set "
+        f"in the lmms-contam schema (a parquet file, a save_to_disk folder or a hub dataset id)."
+    )
+
+
+def _read(location: SetLocation) -> datasets.Dataset:
+    if location.kind == "disk":
+        loaded = datasets.load_from_disk(location.value)
+        if isinstance(loaded, datasets.DatasetDict):
+            if "test" not in loaded:
+                raise PerturbedSetError(f"{location.value}: a DatasetDict without a 'test' split")
+            loaded = loaded["test"]
+        return loaded
+    if location.kind == "parquet":
+        path = Path(location.value)
+        files = sorted(str(p) for p in path.glob("*.parquet")) if path.is_dir() else [str(path)]
+        return datasets.load_dataset("parquet", data_files={"test": files}, split="test")
+    return datasets.load_dataset(location.value, split="test")
+
+
+_cache: dict[tuple[str, str], datasets.Dataset] = {}
+_reported: set[str] = set()
+_lock = threading.Lock()
+
+
+def load_perturbed_set(benchmark: str) -> datasets.Dataset:
+    """Resolve, read and validate a benchmark's set once per process.
+
+    lmms-eval retries a failing dataset load and then swallows the exception, so the reason is
+    also logged, once, as an error in the harness's normal output.
+    """
+    try:
+        location = resolve(benchmark)
+        with _lock:
+            key = (benchmark, location.value)
+            if key not in _cache:
+                logger.info(f"lmms-contam: {benchmark} perturbed set from {location.value} (via {location.found_via})")
+                dataset = _read(location)
+                validate(dataset, benchmark, location.value)
+                _cache[key] = dataset
+            return _cache[key]
+    except PerturbedSetError as exc:
+        message = str(exc)
+        if message not in _reported:
+            _reported.add(message)
+            logger.error(message)
+        raise

@@ -1,0 +1,50 @@
+"""Two deterministic lmms-eval models that give the detector known answers.
+
+`contam_test_oracle` answers the gold of whichever version it sees: a perfect clean model (both
+accuracies 1, delta 0). `contam_test_memoriser` always answers the original item's gold, as a model
+that memorised image -> answer would: 1 on originals, 0 on counterfactuals. Both read the document
+the harness hands them, so they work on any task whose docs carry a gold answer.
+"""
+
+from __future__ import annotations
+
+from lmms_eval.api.instance import Instance
+from lmms_eval.api.model import lmms
+
+
+def _gold(doc: dict) -> str:
+    for field in ("contam_gold", "answer", "Answer"):
+        if field in doc:
+            return str(doc[field])
+    raise KeyError(f"document has no gold answer field; fields: {sorted(doc)}")
+
+
+class _AnswerFromDoc(lmms):
+    def __init__(self, **_ignored) -> None:
+        super().__init__()
+
+    def answer(self, doc: dict) -> str:
+        raise NotImplementedError
+
+    def generate_until(self, requests: list[Instance]) -> list[str]:
+        responses = []
+        for request in requests:
+            _context, _gen_kwargs, _doc_to_visual, doc_id, task, split = request.args
+            responses.append(self.answer(self.task_dict[task][split][doc_id]))
+        return responses
+
+    def loglikelihood(self, requests: list[Instance]) -> list[tuple[float, bool]]:
+        raise NotImplementedError("the contam test models only generate")
+
+    def generate_until_multi_round(self, requests: list[Instance]) -> list[str]:
+        raise NotImplementedError("the contam test models only generate")
+
+
+class OracleTestModel(_AnswerFromDoc):
+    def answer(self, doc: dict) -> str:
+        return _gold(doc)
+
+
+class MemoriserTestModel(_AnswerFromDoc):
+    def answer(self, doc: dict) -> str:
+        return str(doc.get("contam_original_answer", _gold(doc)))

@@ -1,0 +1,159 @@
+"""Paired statistics for original vs perturbed scores.
+
+One module, so a task's aggregation in lmms-eval and the post-hoc report compute the same numbers
+from the same per-item correctness.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from scipy.stats import binomtest
+
+DEFAULT_RESAMPLES = 10_000
+_CHUNK = 500
+
+
+def stable_seed(*parts: str) -> int:
+    """A seed that is the same in every process and run (Python's hash() is salted per process)."""
+    digest = hashlib.sha256("\x1f".join(parts).encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "little")
+
+
+def accuracy(correct: Sequence[float], strata: Sequence[str] | None = None) -> float:
+    """Plain mean, or the macro average over strata (MMStar averages its l2 categories)."""
+    values = np.asarray(correct, dtype=float)
+    if values.size == 0:
+        return float("nan")
+    if strata is None:
+        return float(values.mean())
+    labels = np.asarray(strata)
+    return float(np.mean([values[labels == label].mean() for label in np.unique(labels)]))
+
+
+def mcnemar_exact_p(original: Sequence[int], perturbed: Sequence[int]) -> float:
+    """Two-sided exact McNemar test: a binomial test on the discordant pairs."""
+    right_to_wrong, wrong_to_right = discordant_counts(original, perturbed)
+    n = right_to_wrong + wrong_to_right
+    if n == 0:
+        return 1.0
+    return float(binomtest(right_to_wrong, n, 0.5, alternative="two-sided").pvalue)
+
+
+def discordant_counts(original: Sequence[int], perturbed: Sequence[int]) -> tuple[int, int]:
+    """(right on the original and wrong on its counterfactual, the reverse)."""
+    a = np.asarray(original, dtype=bool)
+    b = np.asarray(perturbed, dtype=bool)
+    if a.shape != b.shape:
+        raise ValueError(f"paired arrays differ in length: {a.shape} vs {b.shape}")
+    return int(np.sum(a & ~b)), int(np.sum(~a & b))
+
+
+def paired_bootstrap_ci(
+    original: Sequence[float],
+    perturbed: Sequence[float],
+    strata: Sequence[str] | None = None,
+    *,
+    seed: int,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = 0.95,
+) -> tuple[float, float]:
+    """Percentile CI of accuracy(perturbed) - accuracy(original), resampling whole pairs.
+
+    With strata, pairs are resampled within each stratum and the macro average is taken, so every
+    bootstrap replicate weighs the strata as the benchmark does.
+    """
+    diff = np.asarray(perturbed, dtype=float) - np.asarray(original, dtype=float)
+    if diff.size == 0:
+        return float("nan"), float("nan")
+    labels = np.zeros(diff.size, dtype=int) if strata is None else np.unique(np.asarray(strata), return_inverse=True)[1]
+    rng = np.random.default_rng(seed)
+    replicates = np.zeros(n_resamples)
+    groups = [diff[labels == label] for label in np.unique(labels)]
+    for start in range(0, n_resamples, _CHUNK):
+        size = min(_CHUNK, n_resamples - start)
+        per_group = [group[rng.integers(0, group.size, size=(size, group.size))].mean(axis=1) for group in groups]
+        replicates[start : start + size] = np.mean(per_group, axis=0)
+    tail = (1.0 - confidence) / 2.0 * 100.0
+    low, high = np.percentile(replicates, [tail, 100.0 - tail])
+    return float(low), float(high)
+
+
+@dataclass(frozen=True)
+class PairedComparison:
+    n_pairs: int
+    acc_original: float
+    acc_perturbed: float
+    delta: float
+    ci_low: float
+    ci_high: float
+    mcnemar_p: float
+    right_to_wrong: int
+    wrong_to_right: int
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def compare_paired(
+    pair_ids: Sequence[str],
+    original: Sequence[int],
+    perturbed: Sequence[int],
+    strata: Sequence[str] | None = None,
+    *,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = 0.95,
+) -> PairedComparison:
+    """Everything the verdict needs from one model on one benchmark.
+
+    Pairs are put in id order first, and the bootstrap seed comes from the ids, so the result does
+    not depend on the order the harness happened to score them in.
+    """
+    order = np.argsort(np.asarray(pair_ids, dtype=str), kind="stable")
+    ids = [str(pair_ids[i]) for i in order]
+    a = np.asarray(original, dtype=int)[order]
+    b = np.asarray(perturbed, dtype=int)[order]
+    s = None if strata is None else np.asarray(strata)[order]
+    acc_a, acc_b = accuracy(a, s), accuracy(b, s)
+    low, high = paired_bootstrap_ci(
+        a, b, s, seed=stable_seed("paired-bootstrap", *ids), n_resamples=n_resamples, confidence=confidence
+    )
+    right_to_wrong, wrong_to_right = discordant_counts(a, b)
+    return PairedComparison(
+        n_pairs=len(ids),
+        acc_original=acc_a,
+        acc_perturbed=acc_b,
+        delta=acc_b - acc_a,
+        ci_low=low,
+        ci_high=high,
+        mcnemar_p=mcnemar_exact_p(a, b),
+        right_to_wrong=right_to_wrong,
+        wrong_to_right=wrong_to_right,
+    )
+
+
+# NaturalBench scores a group of two questions x two images; a unit counts only when all of its
+# documents are present, so subsets and --limit give honest (smaller-n) group metrics.
+GROUP_UNITS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "Q_Acc": (("q0_i0", "q0_i1"), ("q1_i0", "q1_i1")),
+    "I_Acc": (("q0_i0", "q1_i0"), ("q0_i1", "q1_i1")),
+    "G_Acc": (("q0_i0", "q0_i1", "q1_i0", "q1_i1"),),
+}
+
+
+def group_accuracies(correct_by_group: dict[str, dict[str, int]]) -> dict[str, float]:
+    """Acc, Q_Acc, I_Acc and G_Acc from {group id: {slot: 0/1}}."""
+    all_values = [value for slots in correct_by_group.values() for value in slots.values()]
+    scores = {"Acc": float(np.mean(all_values)) if all_values else float("nan")}
+    for metric, units in GROUP_UNITS.items():
+        outcomes = [
+            all(slots[s] for s in unit)
+            for slots in correct_by_group.values()
+            for unit in units
+            if all(s in slots for s in unit)
+        ]
+        scores[metric] = float(np.mean(outcomes)) if outcomes else float("nan")
+    return scores

@@ -1,0 +1,160 @@
+"""Perturbed-set fixtures in the real schema, built from real photos that packages ship.
+
+skimage.data and scikit-learn carry public-domain / CC0 photographs inside their wheels; the
+"perturbed" image of an item is another real photo, so every image in a fixture is a real one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from lmms_contam.schema import SCHEMA_VERSION, option_letters, write_parquet
+
+SKIMAGE_PHOTOS = (
+    "astronaut", "chelsea", "coffee", "rocket", "hubble_deep_field", "retina", "immunohistochemistry",
+    "colorwheel", "camera", "coins", "horse", "page", "text", "grass", "gravel", "brick",
+)  # fmt: skip
+
+MMSTAR_L2 = (
+    ("coarse perception", "image scene and topic"),
+    ("coarse perception", "image scene and topic"),
+    ("coarse perception", "image style & quality"),
+    ("fine-grained perception", "object counting"),
+    ("fine-grained perception", "object counting"),
+    ("fine-grained perception", "object counting"),
+    ("fine-grained perception", "localization"),
+    ("instance reasoning", "single-instance reasoning"),
+    ("logical reasoning", "diagram reasoning"),
+    ("logical reasoning", "diagram reasoning"),
+    ("math", "geometry"),
+    ("science & technology", "biology & chemistry & physics"),
+)
+
+
+def real_photos(size: int = 96) -> list[bytes]:
+    """PNG bytes of real photos, shrunk so fixtures stay small and fast."""
+    import skimage.data
+
+    photos = []
+    for name in SKIMAGE_PHOTOS:
+        array = getattr(skimage.data, name)()
+        image = Image.fromarray(np.asarray(array)).convert("RGB")
+        image.thumbnail((size, size))
+        buffer = io.BytesIO()
+        image.save(buffer, format="PNG")
+        photos.append(buffer.getvalue())
+    return photos
+
+
+def _pick(*parts: str) -> int:
+    return int.from_bytes(hashlib.sha256("/".join(parts).encode()).digest()[:4], "little")
+
+
+def _swap(answer: str, allowed: list[str], *key: str) -> str:
+    others = [a for a in allowed if a != answer]
+    return others[_pick("swap", *key) % len(others)]
+
+
+def _provenance(benchmark: str) -> str:
+    return json.dumps({"source": "lmms-contam test fixture", "benchmark": benchmark})
+
+
+def mmstar_rows(photos: list[bytes]) -> list[dict]:
+    rows = []
+    for i, (category, l2) in enumerate(MMSTAR_L2):
+        options = [f"object {i}-{k}" for k in range(4)]
+        letters = option_letters(4)
+        original = letters[_pick("mmstar", str(i)) % 4]
+        listed = ", ".join(f"{letter}: {text}" for letter, text in zip(letters, options, strict=True))
+        rows.append(
+            {
+                "item_id": f"mmstar-{i}",
+                "original_id": str(i),
+                "benchmark": "mmstar",
+                "question": f"Which object is shown in the image?\nOptions: {listed}",
+                "options": options,
+                "original_answer": original,
+                "new_answer": _swap(original, letters, "mmstar", str(i)),
+                "original_image": {"bytes": photos[i % len(photos)]},
+                "image": {"bytes": photos[(i + 5) % len(photos)]},
+                "category": category,
+                "l2_category": l2,
+                "provenance": _provenance("mmstar"),
+                "schema_version": SCHEMA_VERSION,
+            }
+        )
+    return rows
+
+
+def realworldqa_rows(photos: list[bytes], n: int = 12) -> list[dict]:
+    rows = []
+    for i in range(n):
+        options = ["left", "right", "straight ahead"]
+        letters = option_letters(3)
+        original = letters[_pick("rwqa", str(i)) % 3]
+        listed = "\n".join(f"{letter}. {text}" for letter, text in zip(letters, options, strict=True))
+        rows.append(
+            {
+                "item_id": f"realworldqa-{i}",
+                "original_id": str(100 + i),
+                "benchmark": "realworldqa",
+                "question": f"Where does the road lead?\n{listed}\nPlease answer directly with only the letter "
+                "of the correct option and nothing else.",
+                "options": options,
+                "original_answer": original,
+                "new_answer": _swap(original, letters, "rwqa", str(i)),
+                "original_image": {"bytes": photos[(i + 2) % len(photos)]},
+                "image": {"bytes": photos[(i + 9) % len(photos)]},
+                "provenance": _provenance("realworldqa"),
+                "schema_version": SCHEMA_VERSION,
+            }
+        )
+    return rows
+
+
+NATURALBENCH_GOLD = {"q0_i0": 0, "q0_i1": 1, "q1_i0": 1, "q1_i1": 0}  # index into options: Yes/A first
+
+
+def naturalbench_rows(photos: list[bytes], groups: int = 3) -> list[dict]:
+    rows = []
+    for g in range(groups):
+        yes_no = g != 1
+        options = ["Yes", "No"] if yes_no else ["A", "B"]
+        for slot, gold in NATURALBENCH_GOLD.items():
+            index = 4 * g + list(NATURALBENCH_GOLD).index(slot)
+            question = (
+                f"Is there a cat in picture {g}?" if yes_no else f"Which caption fits picture {g}? A. a cat B. a dog"
+            )
+            image = int(slot[-1])
+            rows.append(
+                {
+                    "item_id": f"naturalbench-{index}",
+                    "original_id": str(index),
+                    "benchmark": "naturalbench",
+                    "question": question + ("" if slot.startswith("q0") else " (second question)"),
+                    "options": options,
+                    "original_answer": options[gold],
+                    "new_answer": options[1 - gold],
+                    "original_image": {"bytes": photos[(2 * g + image) % len(photos)]},
+                    "image": {"bytes": photos[(2 * g + image + 7) % len(photos)]},
+                    "question_type": "yes_no" if yes_no else "multiple_choice",
+                    "group_id": str(g),
+                    "group_slot": slot,
+                    "provenance": _provenance("naturalbench"),
+                    "schema_version": SCHEMA_VERSION,
+                }
+            )
+    return rows
+
+
+def write_fixture_sets(folder: Path) -> dict[str, Path]:
+    """One parquet file per benchmark; returns {benchmark: path}."""
+    photos = real_photos()
+    builders = {"mmstar": mmstar_rows, "realworldqa": realworldqa_rows, "naturalbench": naturalbench_rows}
+    return {name: write_parquet(build(photos), name, folder / f"{name}.parquet") for name, build in builders.items()}

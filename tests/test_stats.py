@@ -1,0 +1,94 @@
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from lmms_eval.tasks.naturalbench.utils import get_scores
+from scipy.stats import binomtest
+
+from lmms_contam import stats
+
+
+@pytest.mark.parametrize(
+    "table",  # (both right, right->wrong, wrong->right, both wrong)
+    [(10, 7, 1, 5), (0, 0, 0, 4), (3, 12, 0, 0), (20, 5, 5, 20), (1, 1, 9, 2)],
+)
+def test_mcnemar_matches_scipy_binomtest_on_discordant_pairs(table):
+    both, r2w, w2r, neither = table
+    original = [1] * both + [1] * r2w + [0] * w2r + [0] * neither
+    perturbed = [1] * both + [0] * r2w + [1] * w2r + [0] * neither
+    expected = 1.0 if r2w + w2r == 0 else binomtest(r2w, r2w + w2r, 0.5).pvalue
+    assert stats.mcnemar_exact_p(original, perturbed) == pytest.approx(expected)
+    assert stats.discordant_counts(original, perturbed) == (r2w, w2r)
+
+
+def test_accuracy_is_macro_over_strata():
+    correct = [1, 1, 1, 0, 0, 0]
+    strata = ["a", "a", "a", "a", "b", "b"]
+    assert stats.accuracy(correct) == pytest.approx(0.5)
+    assert stats.accuracy(correct, strata) == pytest.approx((0.75 + 0.0) / 2)
+
+
+def test_compare_paired_is_order_independent_and_deterministic():
+    rng = np.random.default_rng(1)
+    ids = [f"item-{i}" for i in range(200)]
+    a = rng.integers(0, 2, 200)
+    b = rng.integers(0, 2, 200)
+    first = stats.compare_paired(ids, a, b, n_resamples=2000)
+    order = rng.permutation(200)
+    shuffled = stats.compare_paired([ids[i] for i in order], a[order], b[order], n_resamples=2000)
+    assert first == shuffled
+    assert first.ci_low <= first.delta <= first.ci_high
+    assert first.delta == pytest.approx(b.mean() - a.mean())
+
+
+def test_stable_seed_is_fixed_across_processes():
+    """Python's hash() is salted per process; the seed must not be."""
+    code = "from lmms_contam.stats import stable_seed; print(stable_seed('paired-bootstrap', 'a', 'b'))"
+    outputs = {
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                       env={**os.environ, "PYTHONHASHSEED": str(salt)}).stdout.strip()
+        for salt in (1, 2)
+    }  # fmt: skip
+    assert outputs == {str(stats.stable_seed("paired-bootstrap", "a", "b"))}
+    assert stats.stable_seed("a", "b") != stats.stable_seed("ab")
+
+
+def test_bootstrap_ci_covers_true_delta_at_nominal_rate():
+    """Simulated paired data at a known delta: the 95% CI covers it about 95% of the time."""
+    rng = np.random.default_rng(7)
+    n, p_orig, p_pert, sims = 300, 0.6, 0.5, 400
+    true_delta = p_pert - p_orig
+    covered = 0
+    for sim in range(sims):
+        latent = rng.random(n)
+        original = (latent < p_orig).astype(int)
+        # Correlated pairs, as a model's answers on an item and its counterfactual are.
+        flip = rng.random(n) < 0.3
+        perturbed = np.where(flip, rng.random(n) < p_pert, latent < p_pert).astype(int)
+        low, high = stats.paired_bootstrap_ci(original, perturbed, seed=sim, n_resamples=1000)
+        covered += low <= true_delta <= high
+    assert 0.91 <= covered / sims <= 0.98
+
+
+def test_group_accuracies_match_lmms_eval_builtin_get_scores():
+    """On complete groups our by-id metrics equal the built-in NaturalBench scorer's."""
+    rng = np.random.default_rng(3)
+    slots = ("q0_i0", "q0_i1", "q1_i0", "q1_i1")
+    builtin_gold = {"q0_i0": 1, "q0_i1": 0, "q1_i0": 0, "q1_i1": 1}
+    correct = {str(g): {s: int(rng.integers(0, 2)) for s in slots} for g in range(50)}
+    # The built-in takes parsed answers: gold value when right, the other value when wrong.
+    parsed = {g: {s: builtin_gold[s] if c[s] else 1 - builtin_gold[s] for s in slots} for g, c in correct.items()}
+    ours = stats.group_accuracies(correct)
+    theirs = get_scores(parsed)
+    for key in ("Acc", "Q_Acc", "I_Acc", "G_Acc"):
+        assert ours[key] == pytest.approx(theirs[key])
+
+
+def test_group_accuracies_count_only_complete_units():
+    scores = stats.group_accuracies({"g": {"q0_i0": 1, "q0_i1": 1, "q1_i0": 0}})
+    assert scores["Acc"] == pytest.approx(2 / 3)
+    assert scores["Q_Acc"] == 1.0  # only q0 is complete
+    assert scores["I_Acc"] == 0.0  # only i0 (q0_i0, q1_i0) is complete
+    assert np.isnan(scores["G_Acc"])
