@@ -110,9 +110,8 @@ def resolve(benchmark: str) -> SetLocation:
     steps = "\n".join(f"  {i}. {line}" for i, line in enumerate(looked, 1))
     raise PerturbedSetNotFound(
         f"lmms-contam: no perturbed set for '{benchmark}'. Looked in:\n{steps}\n"
-        f"Import the paper authors' release with `lmms-contam import mm-perturb --benchmark {benchmark} "
-        f"--tsv <file> --images <dir>` (writes to the default folder), or point ${name} at a set "
-        f"in the lmms-contam schema (a parquet file, a save_to_disk folder or a hub dataset id)."
+        f"Point ${name} (or the config file's datasets.{benchmark}) at a perturbed set in the lmms-contam "
+        f"schema: a parquet file, a save_to_disk folder or a hub dataset id (README: 'Perturbed sets')."
     )
 
 

@@ -1,0 +1,195 @@
+"""The plugin's tasks through the real `lmms-eval` CLI, offline, with known-answer models.
+
+Expected values are computed here from the fixture rows, not by the plugin's code; only the CI
+bounds are checked against `lmms_contam.stats` (a bootstrap has no closed form to compare with).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import datasets
+import lmms_eval.tasks.mmstar.utils as mmstar_utils
+import pytest
+from conftest import metric, run_lmms_eval
+from fixtures import mmstar_rows, naturalbench_rows, real_photos, realworldqa_rows
+from scipy.stats import binomtest
+
+from lmms_contam import stats
+from lmms_contam.schema import features_for
+
+pytestmark = pytest.mark.slow
+
+ALL_TASKS = [f"{b}_{v}" for b in ("mmstar", "realworldqa", "naturalbench") for v in ("original", "perturbed", "contam")]
+MMSTAR_CATEGORIES = ("coarse perception", "fine-grained perception", "instance reasoning", "logical reasoning",
+                     "science & technology", "math")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def rows():
+    photos = real_photos()
+    return {"mmstar": mmstar_rows(photos), "realworldqa": realworldqa_rows(photos),
+            "naturalbench": naturalbench_rows(photos)}  # fmt: skip
+
+
+def answers_right(benchmark: str, row: dict, response: str, variant: str) -> int:
+    """What the built-in scorer would say, worked out by hand for single-token responses."""
+    gold = row["new_answer"] if variant == "perturbed" else row["original_answer"]
+    if benchmark != "naturalbench":
+        return int(response == gold)
+    if row["question_type"] == "yes_no":
+        parsed = {"yes": "Yes", "no": "No"}.get(response.lower())
+    else:
+        parsed = response if response in ("A", "B") else None
+    return int(parsed == gold)
+
+
+def macro(values: list[int], strata: list[str]) -> float:
+    by = defaultdict(list)
+    for v, s in zip(values, strata, strict=True):
+        by[s].append(v)
+    return sum(sum(v) / len(v) for v in by.values()) / len(by)
+
+
+def naturalbench_expected(rows: list[dict], correct: list[int]) -> dict[str, float]:
+    by_group = defaultdict(dict)
+    for row, c in zip(rows, correct, strict=True):
+        by_group[row["group_id"]][row["group_slot"]] = c
+    g = [all(s.values()) for s in by_group.values()]
+    q = [s[a] and s[b] for s in by_group.values() for a, b in (("q0_i0", "q0_i1"), ("q1_i0", "q1_i1"))]
+    i = [s[a] and s[b] for s in by_group.values() for a, b in (("q0_i0", "q1_i0"), ("q0_i1", "q1_i1"))]
+    return {"naturalbench_ACC": sum(correct) / len(correct), "naturalbench_G_ACC": sum(g) / len(g),
+            "naturalbench_Q_ACC": sum(q) / len(q), "naturalbench_I_ACC": sum(i) / len(i)}  # fmt: skip
+
+
+def check_all_metrics(run, rows, respond) -> None:
+    """Every metric of every task equals the value computed from the fixture and the responses."""
+    for benchmark, bench_rows in rows.items():
+        correct = {
+            v: [answers_right(benchmark, r, respond(r, v), v) for r in bench_rows] for v in ("original", "perturbed")
+        }
+        for variant, values in correct.items():
+            task = f"{benchmark}_{variant}"
+            if benchmark == "mmstar":
+                strata = [r["l2_category"] for r in bench_rows]
+                assert metric(run, task, "average") == pytest.approx(macro(values, strata))
+                for category in MMSTAR_CATEGORIES:
+                    keep = [k for k, r in enumerate(bench_rows) if r["category"] == category]
+                    expected = macro([values[k] for k in keep], [strata[k] for k in keep])
+                    assert metric(run, task, category) == pytest.approx(expected), (task, category)
+            elif benchmark == "realworldqa":
+                assert metric(run, task, "exact_match") == pytest.approx(sum(values) / len(values))
+            else:
+                for name, expected in naturalbench_expected(bench_rows, values).items():
+                    assert metric(run, task, name) == pytest.approx(expected), (task, name)
+        task = f"{benchmark}_contam"
+        a, b = correct["original"], correct["perturbed"]
+        strata = [r["l2_category"] for r in bench_rows] if benchmark == "mmstar" else None
+        acc_a = macro(a, strata) if strata else sum(a) / len(a)
+        acc_b = macro(b, strata) if strata else sum(b) / len(b)
+        r2w = sum(x and not y for x, y in zip(a, b, strict=True))
+        w2r = sum(y and not x for x, y in zip(a, b, strict=True))
+        assert metric(run, task, "acc_original") == pytest.approx(acc_a)
+        assert metric(run, task, "acc_perturbed") == pytest.approx(acc_b)
+        assert metric(run, task, "delta") == pytest.approx(acc_b - acc_a)
+        assert metric(run, task, "n_pairs") == len(bench_rows)
+        assert metric(run, task, "n_flagged") == r2w
+        expected_p = binomtest(r2w, r2w + w2r, 0.5).pvalue if r2w + w2r else 1.0
+        assert metric(run, task, "mcnemar_p") == pytest.approx(expected_p)
+        ref = stats.compare_paired([r["item_id"] for r in bench_rows], a, b, strata)
+        assert metric(run, task, "delta_ci_low") == pytest.approx(ref.ci_low)
+        assert metric(run, task, "delta_ci_high") == pytest.approx(ref.ci_high)
+        assert ref.ci_low <= acc_b - acc_a <= ref.ci_high
+        # Every sample line carries the ids a later tool joins on.
+        for line in run.samples[task]:
+            ids = line["contam_ids"]
+            assert {"item_id", "original_id", "variant", "correct", "benchmark"} <= set(ids)
+        assert {(s["contam_ids"]["item_id"], s["contam_ids"]["variant"]) for s in run.samples[task]} == {
+            (r["item_id"], v) for r in bench_rows for v in ("original", "perturbed")
+        }
+
+
+def test_dummy_model_every_metric_matches_the_fixture(with_sets, rows, tmp_path):
+    run = run_lmms_eval(["--model", "dummy", "--model_args", "response=A", "--tasks", ",".join(ALL_TASKS)], tmp_path)
+    check_all_metrics(run, rows, lambda row, variant: "A")
+
+
+def test_oracle_holds_and_memoriser_drops(with_sets, rows, tmp_path):
+    oracle = run_lmms_eval(["--model", "contam_test_oracle", "--tasks", ",".join(ALL_TASKS)], tmp_path / "oracle")
+    check_all_metrics(oracle, rows, lambda row, v: row["new_answer"] if v == "perturbed" else row["original_answer"])
+    for benchmark in rows:
+        assert metric(oracle, f"{benchmark}_contam", "acc_original") == 1.0
+        assert metric(oracle, f"{benchmark}_contam", "acc_perturbed") == 1.0
+        assert metric(oracle, f"{benchmark}_contam", "delta") == 0.0
+    tasks = "contam_paired," + ",".join(f"{b}_perturbed" for b in rows)
+    memoriser = run_lmms_eval(["--model", "contam_test_memoriser", "--tasks", tasks], tmp_path / "memoriser")
+    for benchmark in rows:
+        task = f"{benchmark}_contam"
+        assert metric(memoriser, task, "acc_original") == 1.0
+        assert metric(memoriser, task, "acc_perturbed") == 0.0
+        assert metric(memoriser, task, "delta") == -1.0
+        assert metric(memoriser, task, "mcnemar_p") < 0.01
+        assert metric(memoriser, task, "delta_ci_high") < 0
+    assert metric(memoriser, "naturalbench_perturbed", "naturalbench_G_ACC") == 0.0
+
+
+def test_mmstar_perturbed_scores_as_the_builtin_mmstar_task(with_sets, rows, tmp_path):
+    """lmms-eval's own mmstar task, pointed at the same items, gives the same metrics and prompts."""
+    builtin_rows = [
+        {"index": int(r["original_id"]), "question": r["question"], "answer": r["new_answer"],
+         "category": r["category"], "l2_category": r["l2_category"], "image": r["image"]}
+        for r in rows["mmstar"]
+    ]  # fmt: skip
+    builtin_set = tmp_path / "mmstar_builtin.parquet"
+    datasets.Dataset.from_list(builtin_rows).cast_column("image", datasets.Image()).to_parquet(str(builtin_set))
+    builtin_yaml = Path(mmstar_utils.__file__).with_name("mmstar.yaml")
+    include = tmp_path / "include"
+    include.mkdir()
+    (include / "mmstar_builtin_local.yaml").write_text(
+        f"include: {builtin_yaml}\ntask: mmstar_builtin_local\ndataset_path: parquet\n"
+        f"dataset_kwargs:\n  data_files:\n    val: {builtin_set}\n"
+    )
+    response = "B"
+    expected = [int(r["new_answer"] == response) for r in rows["mmstar"]]
+    assert 0 < sum(expected) < len(expected), "the fixture must give a mixed score for this check to mean anything"
+    run = run_lmms_eval(
+        ["--model", "dummy", "--model_args", f"response={response}", "--include_path", str(include),
+         "--tasks", "mmstar_builtin_local,mmstar_perturbed"],
+        tmp_path / "out",
+    )  # fmt: skip
+    for name in (*MMSTAR_CATEGORIES, "average"):
+        assert metric(run, "mmstar_perturbed", name) == metric(run, "mmstar_builtin_local", name), name
+    prompts = [s["input"] for s in run.samples["mmstar_perturbed"]]
+    assert prompts == [s["input"] for s in run.samples["mmstar_builtin_local"]]
+    assert all(p.endswith("Answer with the option's letter from the given choices directly") for p in prompts)
+
+
+def test_limit_works_on_naturalbench_by_group_id(with_sets, tmp_path):
+    """The built-in naturalbench asserts all 7600 rows; ours scores whatever subset it gets."""
+    run = run_lmms_eval(
+        ["--model", "contam_test_oracle", "--tasks", "naturalbench_perturbed,naturalbench_contam", "--limit", "5"],
+        tmp_path,
+    )
+    assert metric(run, "naturalbench_perturbed", "naturalbench_G_ACC") == 1.0
+    assert metric(run, "naturalbench_perturbed", "naturalbench_ACC") == 1.0
+    assert metric(run, "naturalbench_contam", "n_pairs") == 2  # 5 interleaved docs = 2 whole pairs + 1 half
+    assert "scored in one version only" in run.output
+
+
+def test_missing_set_message_is_visible(tmp_path):
+    run = run_lmms_eval(["--model", "dummy", "--tasks", "mmstar_perturbed"], tmp_path)
+    assert "no perturbed set for 'mmstar'" in run.output
+    assert "$LMMS_CONTAM_DATASET_MMSTAR: not set" in run.output
+    assert "mmstar_perturbed" not in run.results.get("results", {})
+
+
+def test_bad_set_message_names_the_row(rows, tmp_path, monkeypatch):
+    bad = [dict(r) for r in rows["realworldqa"]]
+    bad[4]["item_id"] = bad[1]["item_id"]
+    path = tmp_path / "bad.parquet"
+    datasets.Dataset.from_list(bad, features=features_for("realworldqa")).to_parquet(str(path))
+    monkeypatch.setenv("LMMS_CONTAM_DATASET_REALWORLDQA", str(path))
+    run = run_lmms_eval(["--model", "dummy", "--tasks", "realworldqa_contam"], tmp_path / "out")
+    assert f"{path}: row 4 (item_id 'realworldqa-1'): duplicate item_id" in run.output
+    assert "realworldqa_contam" not in run.results.get("results", {})
