@@ -34,6 +34,24 @@ def _datasets(args: argparse.Namespace) -> int:
     return status
 
 
+def _report(args: argparse.Namespace) -> int:
+    from lmms_contam.report.build import build
+    from lmms_contam.report.inputs import ReportInputError
+
+    try:
+        _, markdown = build(args.paths, alpha=args.alpha, markdown=args.markdown, json_path=args.json,
+                            html_path=args.html)  # fmt: skip
+    except (ReportInputError, ValueError) as exc:
+        print(f"lmms-contam report: {exc}", file=sys.stderr)
+        return 2
+    if not (args.markdown or args.json or args.html):
+        print(markdown)
+    for label, path in (("markdown", args.markdown), ("json", args.json), ("html", args.html)):
+        if path:
+            print(f"{label}: {path}", file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lmms-contam",
@@ -59,6 +77,22 @@ def build_parser() -> argparse.ArgumentParser:
     sets.add_argument("benchmark", nargs="*", help="benchmarks to show (default: all)")
     sets.add_argument("--check", action="store_true", help="also load and validate each set (decodes every image)")
     sets.set_defaults(run=_datasets)
+
+    report = commands.add_parser(
+        "report",
+        help="contamination verdicts from lmms-eval output folders (Markdown, JSON, HTML)",
+        description="Read lmms-eval outputs of the plugin's tasks (run with --log_samples): *_contam, or "
+        "*_original and *_perturbed from separate runs, for any number of models. For each model and "
+        "benchmark: accuracies, delta with a 95%% paired bootstrap CI, exact McNemar test with Holm's "
+        "correction across benchmarks, and a verdict: contaminated (delta < 0, significant), "
+        "inconclusive (delta < 0, not significant) or no evidence (delta >= 0).",
+    )
+    report.add_argument("paths", nargs="+", help="lmms-eval --output_path folders, or results/samples files")
+    report.add_argument("--html", help="write a self-contained HTML page with plots and flagged image pairs")
+    report.add_argument("--markdown", help="write the Markdown tables here (default: print them)")
+    report.add_argument("--json", help="write the versioned JSON here")
+    report.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
+    report.set_defaults(run=_report)
     return parser
 
 

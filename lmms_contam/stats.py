@@ -157,3 +157,23 @@ def group_accuracies(correct_by_group: dict[str, dict[str, int]]) -> dict[str, f
         ]
         scores[metric] = float(np.mean(outcomes)) if outcomes else float("nan")
     return scores
+
+
+def bootstrap_accuracy_ci(
+    correct: Sequence[int], strata: Sequence[str] | None = None, *, seed: int, confidence: float = 0.95
+) -> tuple[float, float]:
+    """Percentile CI of one side's accuracy (same resampling as the paired CI, against zero)."""
+    return paired_bootstrap_ci(np.zeros(len(correct)), correct, strata, seed=seed, confidence=confidence)
+
+
+def holm_adjust(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (family-wise error control across benchmarks)."""
+    p = np.asarray(p_values, dtype=float)
+    order = np.argsort(p, kind="stable")
+    m = p.size
+    adjusted = np.empty(m)
+    running = 0.0
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p[index]))
+        adjusted[index] = running
+    return adjusted.tolist()

@@ -20,10 +20,16 @@ from fixtures import write_fixture_sets  # noqa: E402
 BENCHMARKS = ("mmstar", "realworldqa", "naturalbench")
 
 
-@pytest.fixture(autouse=True)
-def offline_environment(tmp_path_factory, monkeypatch):
+@pytest.fixture(scope="session", autouse=True)
+def offline_environment(tmp_path_factory):
     """No test reaches the network or the home folder."""
     cache = tmp_path_factory.getbasetemp() / "caches"
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _set_offline(monkeypatch, cache)
+        yield
+
+
+def _set_offline(monkeypatch: pytest.MonkeyPatch, cache: Path) -> None:
     for name, value in {
         "HF_HOME": cache / "hf",
         "HF_DATASETS_CACHE": cache / "hf" / "datasets",
@@ -37,6 +43,10 @@ def offline_environment(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.fixture(autouse=True)
+def no_sets_unless_asked(monkeypatch):
     for benchmark in BENCHMARKS:
         monkeypatch.delenv(f"LMMS_CONTAM_DATASET_{benchmark.upper()}", raising=False)
 
@@ -46,10 +56,14 @@ def fixture_sets(tmp_path_factory) -> dict[str, Path]:
     return write_fixture_sets(tmp_path_factory.mktemp("sets"))
 
 
+def point_at_sets(monkeypatch: pytest.MonkeyPatch, sets: dict[str, Path]) -> None:
+    for benchmark, path in sets.items():
+        monkeypatch.setenv(f"LMMS_CONTAM_DATASET_{benchmark.upper()}", str(path))
+
+
 @pytest.fixture
 def with_sets(fixture_sets, monkeypatch) -> dict[str, Path]:
-    for benchmark, path in fixture_sets.items():
-        monkeypatch.setenv(f"LMMS_CONTAM_DATASET_{benchmark.upper()}", str(path))
+    point_at_sets(monkeypatch, fixture_sets)
     return fixture_sets
 
 

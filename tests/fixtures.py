@@ -158,3 +158,15 @@ def write_fixture_sets(folder: Path) -> dict[str, Path]:
     photos = real_photos()
     builders = {"mmstar": mmstar_rows, "realworldqa": realworldqa_rows, "naturalbench": naturalbench_rows}
     return {name: write_parquet(build(photos), name, folder / f"{name}.parquet") for name, build in builders.items()}
+
+
+def answers_right(benchmark: str, row: dict, response: str, variant: str) -> int:
+    """What the built-in scorer would say, worked out by hand for single-token responses."""
+    gold = row["new_answer"] if variant == "perturbed" else row["original_answer"]
+    if benchmark != "naturalbench":
+        return int(response == gold)
+    if row["question_type"] == "yes_no":
+        parsed = {"yes": "Yes", "no": "No"}.get(response.lower())
+    else:
+        parsed = response if response in ("A", "B") else None
+    return int(parsed == gold)

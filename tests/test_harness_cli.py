@@ -13,7 +13,7 @@ import datasets
 import lmms_eval.tasks.mmstar.utils as mmstar_utils
 import pytest
 from conftest import metric, run_lmms_eval
-from fixtures import mmstar_rows, naturalbench_rows, real_photos, realworldqa_rows
+from fixtures import answers_right, mmstar_rows, naturalbench_rows, real_photos, realworldqa_rows
 from scipy.stats import binomtest
 
 from lmms_contam import stats
@@ -31,18 +31,6 @@ def rows():
     photos = real_photos()
     return {"mmstar": mmstar_rows(photos), "realworldqa": realworldqa_rows(photos),
             "naturalbench": naturalbench_rows(photos)}  # fmt: skip
-
-
-def answers_right(benchmark: str, row: dict, response: str, variant: str) -> int:
-    """What the built-in scorer would say, worked out by hand for single-token responses."""
-    gold = row["new_answer"] if variant == "perturbed" else row["original_answer"]
-    if benchmark != "naturalbench":
-        return int(response == gold)
-    if row["question_type"] == "yes_no":
-        parsed = {"yes": "Yes", "no": "No"}.get(response.lower())
-    else:
-        parsed = response if response in ("A", "B") else None
-    return int(parsed == gold)
 
 
 def macro(values: list[int], strata: list[str]) -> float:

@@ -3,6 +3,7 @@
 import datasets
 import pytest
 from fixtures import mmstar_rows, naturalbench_rows, real_photos
+from PIL import ImageFile
 
 from lmms_contam.schema import PerturbedSetError, features_for, validate, write_parquet
 
@@ -52,7 +53,9 @@ def test_unchanged_answer_is_refused(rows):
         validate(_dataset(bad), "mmstar", "fixture.parquet")
 
 
-def test_unreadable_image_names_row_and_column(rows):
+@pytest.mark.parametrize("lenient_pil", [False, True], ids=["strict", "lmms-eval-sets-LOAD_TRUNCATED_IMAGES"])
+def test_unreadable_image_names_row_and_column(rows, lenient_pil, monkeypatch):
+    monkeypatch.setattr(ImageFile, "LOAD_TRUNCATED_IMAGES", lenient_pil)
     bad = [dict(row) for row in rows]
     bad[7]["image"] = {"bytes": bad[7]["image"]["bytes"][:200]}  # a truncated PNG
     with pytest.raises(PerturbedSetError, match=r"row 7 \(item_id 'mmstar-7'\), column 'image': unreadable image"):

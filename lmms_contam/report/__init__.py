@@ -1,0 +1,1 @@
+"""`lmms-contam report`: the contamination verdict from lmms-eval output files."""

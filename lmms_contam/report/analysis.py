@@ -1,0 +1,113 @@
+"""From scored items to a verdict per model and benchmark, with the evidence behind it."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from lmms_contam import stats
+from lmms_contam.report.inputs import ModelBenchmark, ScoredItem
+
+CONTAMINATED = "contaminated"
+NO_EVIDENCE = "no evidence"
+INCONCLUSIVE = "inconclusive"
+
+
+@dataclass(frozen=True)
+class CategoryDelta:
+    name: str
+    n: int
+    acc_original: float
+    acc_perturbed: float
+
+    @property
+    def delta(self) -> float:
+        return self.acc_perturbed - self.acc_original
+
+
+@dataclass(frozen=True)
+class FlaggedItem:
+    """Right on the original, wrong on its counterfactual: what memorisation looks like per item."""
+
+    original: ScoredItem
+    perturbed: ScoredItem
+
+
+@dataclass
+class BenchmarkResult:
+    model: str
+    benchmark: str
+    comparison: stats.PairedComparison
+    ci_original: tuple[float, float]
+    ci_perturbed: tuple[float, float]
+    categories: list[CategoryDelta]
+    group_metrics: dict[str, dict[str, float]]
+    flagged: list[FlaggedItem]
+    sources: dict[str, str]
+    p_adjusted: float = float("nan")
+    verdict: str = INCONCLUSIVE
+    notes: list[str] = field(default_factory=list)
+
+
+def analyse(entry: ModelBenchmark) -> BenchmarkResult:
+    ids = sorted(entry.items)
+    original = [entry.items[i]["original"] for i in ids]
+    perturbed = [entry.items[i]["perturbed"] for i in ids]
+    strata = [item.stratum for item in original]
+    strata_or_none = strata if all(strata) else None
+    comparison = stats.compare_paired(
+        ids, [o.correct for o in original], [p.correct for p in perturbed], strata_or_none
+    )
+    seed = stats.stable_seed("accuracy", entry.model, entry.benchmark, *ids)
+    return BenchmarkResult(
+        model=entry.model,
+        benchmark=entry.benchmark,
+        comparison=comparison,
+        ci_original=stats.bootstrap_accuracy_ci([o.correct for o in original], strata_or_none, seed=seed),
+        ci_perturbed=stats.bootstrap_accuracy_ci([p.correct for p in perturbed], strata_or_none, seed=seed + 1),
+        categories=_category_deltas(original, perturbed) if strata_or_none else [],
+        group_metrics=_group_metrics(original, perturbed),
+        flagged=[FlaggedItem(o, p) for o, p in zip(original, perturbed, strict=True) if o.correct and not p.correct],
+        sources=dict(entry.sources),
+    )
+
+
+def _category_deltas(original: list[ScoredItem], perturbed: list[ScoredItem]) -> list[CategoryDelta]:
+    by_category: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for o, p in zip(original, perturbed, strict=True):
+        by_category[o.stratum].append((o.correct, p.correct))
+    return [
+        CategoryDelta(name, len(pairs), sum(a for a, _ in pairs) / len(pairs), sum(b for _, b in pairs) / len(pairs))
+        for name, pairs in sorted(by_category.items())
+    ]
+
+
+def _group_metrics(original: list[ScoredItem], perturbed: list[ScoredItem]) -> dict[str, dict[str, float]]:
+    """NaturalBench's G/Q/I accuracy for each version (empty for benchmarks without groups)."""
+    if not all(item.group for item in original):
+        return {}
+    metrics = {}
+    for variant, items in (("original", original), ("perturbed", perturbed)):
+        by_group: dict[str, dict[str, int]] = defaultdict(dict)
+        for item in items:
+            by_group[item.group][item.slot] = item.correct
+        metrics[variant] = stats.group_accuracies(by_group)
+    return metrics
+
+
+def decide(results: list[BenchmarkResult], alpha: float = 0.05) -> list[BenchmarkResult]:
+    """Verdicts with Holm's correction across each model's benchmarks."""
+    by_model: dict[str, list[BenchmarkResult]] = defaultdict(list)
+    for result in results:
+        by_model[result.model].append(result)
+    for model_results in by_model.values():
+        adjusted = stats.holm_adjust([r.comparison.mcnemar_p for r in model_results])
+        for result, p in zip(model_results, adjusted, strict=True):
+            result.p_adjusted = p
+            if result.comparison.delta >= 0:
+                result.verdict = NO_EVIDENCE
+            elif p < alpha:
+                result.verdict = CONTAMINATED
+            else:
+                result.verdict = INCONCLUSIVE
+    return results

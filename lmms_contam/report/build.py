@@ -1,0 +1,38 @@
+"""Read, analyse, render, then write: every output is rendered before any file is touched."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from lmms_contam.atomic import atomic_path
+from lmms_contam.report import analysis, inputs, render
+
+
+def build(
+    paths: Iterable[str | Path],
+    *,
+    alpha: float = 0.05,
+    markdown: str | Path | None = None,
+    json_path: str | Path | None = None,
+    html_path: str | Path | None = None,
+) -> tuple[list[analysis.BenchmarkResult], str]:
+    """Return the results and the Markdown text; write the requested files atomically."""
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be between 0 and 1, got {alpha}")
+    entries = inputs.load(paths)
+    results = analysis.decide([analysis.analyse(entry) for entry in entries], alpha)
+    text = render.to_markdown(results, alpha)
+    outputs: dict[Path, str] = {}
+    if markdown:
+        outputs[Path(markdown)] = text
+    if json_path:
+        outputs[Path(json_path)] = render.to_json(results, alpha)
+    if html_path:
+        from lmms_contam.report.html import to_html  # matplotlib only when a page is asked for
+
+        outputs[Path(html_path)] = to_html(results, alpha)
+    for path, content in outputs.items():
+        with atomic_path(path) as tmp:
+            tmp.write_text(content, encoding="utf-8")
+    return results, text

@@ -1,0 +1,233 @@
+"""Read lmms-eval output folders or files into per-(model, benchmark) scored items.
+
+Every refusal names the file (and line) at fault: a report built on a partial or mismatched run
+would look authoritative and be wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from lmms_contam.schema import BENCHMARK_COLUMNS, SCHEMA_VERSION
+
+TASK_VERSION = 1.0
+KNOWN_TASK = re.compile(rf"^({'|'.join(BENCHMARK_COLUMNS)})_(contam|original|perturbed)$")
+SAMPLES_FILE = re.compile(r"^(?P<stamp>.+)_samples_(?P<task>.+)\.jsonl$")
+
+
+class ReportInputError(ValueError):
+    """Input that cannot be reported on as it is."""
+
+
+@dataclass(frozen=True)
+class ScoredItem:
+    item_id: str
+    original_id: str
+    variant: str
+    correct: int
+    stratum: str
+    group: str
+    slot: str
+    gold: str
+    response: str
+
+
+@dataclass
+class ModelBenchmark:
+    """Both versions of a benchmark's items as one model answered them."""
+
+    model: str
+    benchmark: str
+    items: dict[str, dict[str, ScoredItem]] = field(default_factory=lambda: defaultdict(dict))
+    sources: dict[str, str] = field(default_factory=dict)  # variant -> file
+
+
+def model_label(results: dict) -> str:
+    config = results.get("config") or {}
+    label = results.get("model_name") or config.get("model") or "unknown-model"
+    args = config.get("model_args")
+    return f"{label} ({args})" if args and not results.get("model_name") else label
+
+
+def find_runs(paths: Iterable[str | Path]) -> list[Path]:
+    """Every *_results.json under the given folders, plus results files named directly."""
+    found: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found.extend(sorted(path.rglob("*_results.json")))
+        elif path.is_file() and path.name.endswith("_results.json"):
+            found.append(path)
+        elif path.is_file() and SAMPLES_FILE.match(path.name):
+            found.append(path.with_name(f"{SAMPLES_FILE.match(path.name)['stamp']}_results.json"))
+        else:
+            raise ReportInputError(f"{path}: not an lmms-eval output folder, *_results.json or *_samples_<task>.jsonl")
+    if not found:
+        raise ReportInputError(f"no *_results.json under {', '.join(map(str, paths))}")
+    return list(dict.fromkeys(found))
+
+
+def _read_json(path: Path) -> dict:
+    if not path.is_file():
+        raise ReportInputError(f"{path}: missing (its samples files are here but the results file is not)")
+    text = path.read_text()
+    if not text.strip():
+        raise ReportInputError(f"{path}: empty file")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ReportInputError(f"{path}: not valid JSON (truncated?): {exc}") from exc
+
+
+def _read_samples(path: Path) -> list[dict]:
+    lines = path.read_text().splitlines()
+    if not any(line.strip() for line in lines):
+        raise ReportInputError(f"{path}: empty file")
+    samples = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            samples.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise ReportInputError(f"{path}:{number}: not valid JSON (truncated line?): {exc}") from exc
+    return samples
+
+
+def _check_task(results: dict, task: str, source: Path) -> None:
+    config = (results.get("configs") or {}).get(task) or {}
+    versions = [entry.get("version") for entry in config.get("metadata") or [] if isinstance(entry, dict)]
+    if versions and float(versions[0]) != TASK_VERSION:
+        raise ReportInputError(f"{source}: task {task} version {versions[0]}; this report reads version {TASK_VERSION}")
+    limit = (results.get("config") or {}).get("limit")
+    counts = (results.get("n-samples") or {}).get(task) or {}
+    if limit not in (None, -1) or counts.get("effective", 0) < counts.get("original", 0):
+        raise ReportInputError(
+            f"{source}: task {task} ran with --limit ({counts.get('effective')} of {counts.get('original')} "
+            "documents); a contamination verdict needs every kept item"
+        )
+
+
+def _to_item(sample: dict, source: Path, number: int) -> ScoredItem:
+    ids = sample.get("contam_ids")
+    if not isinstance(ids, dict):
+        raise ReportInputError(f"{source}: sample {number} has no contam_ids (not written by an lmms-contam task?)")
+    if ids.get("schema_version") != SCHEMA_VERSION:
+        raise ReportInputError(f"{source}: sample {number} has schema version {ids.get('schema_version')}")
+    response = sample.get("filtered_resps")
+    response = response[0] if isinstance(response, list) and response else response
+    return ScoredItem(
+        item_id=ids["item_id"],
+        original_id=ids["original_id"],
+        variant=ids["variant"],
+        correct=int(ids["correct"]),
+        stratum=ids.get("stratum") or "",
+        group=ids.get("group") or "",
+        slot=ids.get("slot") or "",
+        gold=str(ids.get("gold", "")),
+        response=str(response if response is not None else ""),
+    )
+
+
+@dataclass(frozen=True)
+class _Source:
+    model: str
+    benchmark: str
+    kind: str  # contam | original | perturbed
+    samples: Path
+
+
+def _discover(paths: list[str | Path]) -> tuple[list[_Source], set[str]]:
+    sources, unknown = [], set()
+    runs = find_runs(paths)
+    for results_path in tqdm(runs, desc="lmms-contam: reading runs", disable=len(runs) < 5):
+        results = _read_json(results_path)
+        stamp = results_path.name[: -len("_results.json")]
+        for samples_path in sorted(results_path.parent.glob(f"{stamp}_samples_*.jsonl")):
+            task = SAMPLES_FILE.match(samples_path.name)["task"]
+            match = KNOWN_TASK.match(task)
+            if not match:
+                unknown.add(task)
+                continue
+            _check_task(results, task, results_path)
+            sources.append(_Source(model_label(results), *match.groups(), samples_path))
+    named = [Path(p) for p in paths if Path(p).is_file() and SAMPLES_FILE.match(Path(p).name)]
+    for path in named:
+        task = SAMPLES_FILE.match(path.name)["task"]
+        if not KNOWN_TASK.match(task):
+            raise ReportInputError(
+                f"{path}: task {task!r} is not an lmms-contam task (*_contam, *_original, *_perturbed)"
+            )
+    return sources, unknown
+
+
+def _select(model: str, benchmark: str, sources: list[_Source]) -> list[_Source]:
+    """The paired task if it ran, else one original and one perturbed task; never two runs of one kind."""
+    by_kind: dict[str, list[_Source]] = defaultdict(list)
+    for source in sources:
+        by_kind[source.kind].append(source)
+    for kind, found in by_kind.items():
+        if len(found) > 1:
+            files = ", ".join(str(s.samples) for s in found)
+            raise ReportInputError(f"{model}, {benchmark}: {len(found)} runs of {benchmark}_{kind} ({files}); pass one")
+    if "contam" in by_kind:
+        return by_kind["contam"]
+    missing = [kind for kind in ("original", "perturbed") if kind not in by_kind]
+    if missing:
+        present = ", ".join(str(s.samples) for s in sources)
+        raise ReportInputError(f"{model}, {benchmark}: no {benchmark}_{missing[0]} samples (found only {present})")
+    return [by_kind["original"][0], by_kind["perturbed"][0]]
+
+
+def load(paths: Iterable[str | Path]) -> list[ModelBenchmark]:
+    """Collect every model's scored items per benchmark from contam, or original + perturbed, samples."""
+    paths = list(paths)
+    sources, unknown = _discover(paths)
+    if not sources:
+        listed = ", ".join(sorted(unknown)) or "none"
+        raise ReportInputError(
+            f"no lmms-contam task samples under {', '.join(map(str, paths))} (tasks found: {listed}); "
+            "run the *_contam, or *_original and *_perturbed, tasks with --log_samples"
+        )
+    grouped: dict[tuple[str, str], list[_Source]] = defaultdict(list)
+    for source in sources:
+        grouped[(source.model, source.benchmark)].append(source)
+    collected = []
+    for (model, benchmark), candidates in sorted(grouped.items()):
+        entry = ModelBenchmark(model, benchmark)
+        for source in _select(model, benchmark, candidates):
+            samples = _read_samples(source.samples)
+            for number, sample in enumerate(tqdm(samples, desc=source.samples.name, disable=len(samples) < 5000), 1):
+                item = _to_item(sample, source.samples, number)
+                if source.kind != "contam" and item.variant != source.kind:
+                    raise ReportInputError(
+                        f"{source.samples}: sample {number} is {item.variant} in a {source.kind} task"
+                    )
+                if item.variant in entry.items[item.item_id]:
+                    raise ReportInputError(
+                        f"{source.samples}: sample {number} repeats item {item.item_id} ({item.variant})"
+                    )
+                entry.items[item.item_id][item.variant] = item
+            for variant in ("original", "perturbed") if source.kind == "contam" else (source.kind,):
+                entry.sources[variant] = str(source.samples)
+        _check_pairs(entry)
+        collected.append(entry)
+    return collected
+
+
+def _check_pairs(entry: ModelBenchmark) -> None:
+    only = {v: sorted(i for i, versions in entry.items.items() if set(versions) == {v}) for v in entry.sources}
+    if any(only.values()):
+        detail = "; ".join(
+            f"{len(ids)} item(s) only in {entry.sources[v]} (e.g. {', '.join(ids[:3])})"
+            for v, ids in only.items()
+            if ids
+        )
+        raise ReportInputError(f"{entry.model}, {entry.benchmark}: the item sets differ: {detail}")

@@ -1,0 +1,129 @@
+"""Markdown and versioned JSON renderings of the analysed results."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from lmms_contam import __version__
+from lmms_contam.report.analysis import CONTAMINATED, INCONCLUSIVE, NO_EVIDENCE, BenchmarkResult
+
+REPORT_VERSION = 1
+MARK = {CONTAMINATED: "contaminated", NO_EVIDENCE: "no evidence", INCONCLUSIVE: "inconclusive"}
+
+
+def _number(value: float) -> float | None:
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
+def pct(value: float) -> str:
+    return "n/a" if _number(value) is None else f"{100 * value:.1f}"
+
+
+def delta_text(result: BenchmarkResult) -> str:
+    c = result.comparison
+    return f"{100 * c.delta:+.1f} [{100 * c.ci_low:+.1f}, {100 * c.ci_high:+.1f}]"
+
+
+def p_text(value: float) -> str:
+    return "n/a" if _number(value) is None else (f"{value:.2g}" if value >= 1e-4 else f"{value:.1e}")
+
+
+def to_json(results: list[BenchmarkResult], alpha: float) -> str:
+    payload = {
+        "report_version": REPORT_VERSION,
+        "lmms_contam_version": __version__,
+        "alpha": alpha,
+        "correction": "holm across each model's benchmarks",
+        "results": [
+            {
+                "model": r.model,
+                "benchmark": r.benchmark,
+                "verdict": r.verdict,
+                "n_pairs": r.comparison.n_pairs,
+                "acc_original": r.comparison.acc_original,
+                "acc_original_ci": list(r.ci_original),
+                "acc_perturbed": r.comparison.acc_perturbed,
+                "acc_perturbed_ci": list(r.ci_perturbed),
+                "delta": r.comparison.delta,
+                "delta_ci": [r.comparison.ci_low, r.comparison.ci_high],
+                "mcnemar_p": r.comparison.mcnemar_p,
+                "p_adjusted": r.p_adjusted,
+                "right_to_wrong": r.comparison.right_to_wrong,
+                "wrong_to_right": r.comparison.wrong_to_right,
+                "categories": [
+                    {"name": c.name, "n": c.n, "acc_original": c.acc_original, "acc_perturbed": c.acc_perturbed}
+                    for c in r.categories
+                ],
+                "group_metrics": r.group_metrics,
+                "flagged": [
+                    {
+                        "item_id": f.original.item_id,
+                        "original_id": f.original.original_id,
+                        "gold_original": f.original.gold,
+                        "gold_perturbed": f.perturbed.gold,
+                        "response_original": f.original.response,
+                        "response_perturbed": f.perturbed.response,
+                    }
+                    for f in r.flagged
+                ],
+                "sources": r.sources,
+            }
+            for r in results
+        ],
+    }
+    return json.dumps(_without_nan(payload), indent=2, allow_nan=False) + "\n"
+
+
+def _without_nan(value: object) -> object:
+    """NaN is not JSON; an undefined figure becomes null."""
+    if isinstance(value, dict):
+        return {key: _without_nan(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_without_nan(item) for item in value]
+    return _number(value) if isinstance(value, float) else value
+
+
+def leaderboard_rows(results: list[BenchmarkResult]) -> tuple[list[str], list[list[str]]]:
+    benchmarks = sorted({r.benchmark for r in results})
+    models = sorted({r.model for r in results})
+    cell = {(r.model, r.benchmark): f"{100 * r.comparison.delta:+.1f} ({MARK[r.verdict]})" for r in results}
+    return ["model", *benchmarks], [[m, *(cell.get((m, b), "-") for b in benchmarks)] for m in models]
+
+
+def detail_rows(results: list[BenchmarkResult]) -> tuple[list[str], list[list[str]]]:
+    header = ["model", "benchmark", "pairs", "acc original", "acc perturbed", "delta [95% CI]", "McNemar p",
+              "p (Holm)", "flagged", "verdict"]  # fmt: skip
+    rows = [
+        [r.model, r.benchmark, str(r.comparison.n_pairs), pct(r.comparison.acc_original),
+         pct(r.comparison.acc_perturbed), delta_text(r), p_text(r.comparison.mcnemar_p), p_text(r.p_adjusted),
+         str(len(r.flagged)), MARK[r.verdict]]
+        for r in results
+    ]  # fmt: skip
+    return header, rows
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    escape = lambda text: text.replace("|", "\\|")  # noqa: E731
+    lines = ["| " + " | ".join(map(escape, header)) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(map(escape, row)) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def to_markdown(results: list[BenchmarkResult], alpha: float) -> str:
+    parts = [
+        "# Contamination report (lmms-contam semantic perturbation)",
+        "",
+        f"Accuracy in %; delta = perturbed - original on the same items, 95% paired bootstrap CI; exact McNemar "
+        f"test, Holm-corrected across each model's benchmarks; contaminated = delta < 0 and p (Holm) < {alpha}.",
+        "",
+        "## Leaderboard (delta, verdict)",
+        "",
+        _table(*leaderboard_rows(results)),
+        "",
+        "## Details",
+        "",
+        _table(*detail_rows(results)),
+        "",
+    ]
+    return "\n".join(parts)

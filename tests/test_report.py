@@ -1,0 +1,221 @@
+"""`lmms-contam report` on real lmms-eval outputs made in the test with known-answer models."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import point_at_sets, run_lmms_eval
+from fixtures import answers_right, mmstar_rows, naturalbench_rows, real_photos, realworldqa_rows
+from scipy.stats import binomtest
+
+from lmms_contam import stats
+
+pytestmark = pytest.mark.slow
+BENCHMARKS = ("mmstar", "naturalbench", "realworldqa")
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory, fixture_sets) -> dict[str, Path]:
+    """One output folder per model, as leaderboard runs would leave them."""
+    root = tmp_path_factory.mktemp("lmms-eval-out")
+    runs = {
+        "oracle": ["--model", "contam_test_oracle", "--tasks", "contam_paired"],
+        "memoriser": ["--model", "contam_test_memoriser", "--tasks", "contam_paired"],
+        "dummy": ["--model", "dummy", "--model_args", "response=A", "--tasks", "contam_paired,mmstar_perturbed"],
+        "separate": ["--model", "contam_test_memoriser", "--tasks", "mmstar_original,mmstar_perturbed"],
+        "limited": ["--model", "dummy", "--tasks", "mmstar_contam", "--limit", "6"],
+    }
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        point_at_sets(monkeypatch, fixture_sets)
+        for name, args in runs.items():
+            run = run_lmms_eval(args, root / name)
+            assert run.results, f"{name} run wrote no results:\n{run.output[-3000:]}"
+    return {name: root / name for name in runs}
+
+
+def report(*args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "lmms_contam.cli", "report", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300)
+
+
+def expected_dummy_verdicts() -> dict[str, str]:
+    """Worked out from the fixture rows alone: the dummy answers "A" everywhere."""
+    photos = real_photos()
+    rows = {"mmstar": mmstar_rows(photos), "realworldqa": realworldqa_rows(photos),
+            "naturalbench": naturalbench_rows(photos)}  # fmt: skip
+    p_values, deltas = {}, {}
+    for benchmark, bench_rows in rows.items():
+        a = [answers_right(benchmark, r, "A", "original") for r in bench_rows]
+        b = [answers_right(benchmark, r, "A", "perturbed") for r in bench_rows]
+        strata = [r["l2_category"] for r in bench_rows] if benchmark == "mmstar" else None
+        deltas[benchmark] = stats.accuracy(b, strata) - stats.accuracy(a, strata)
+        r2w = sum(x and not y for x, y in zip(a, b, strict=True))
+        w2r = sum(y and not x for x, y in zip(a, b, strict=True))
+        p_values[benchmark] = binomtest(r2w, r2w + w2r).pvalue if r2w + w2r else 1.0
+    order = sorted(p_values, key=p_values.get)  # Holm by hand
+    adjusted, running = {}, 0.0
+    for rank, benchmark in enumerate(order):
+        running = max(running, min(1.0, (len(order) - rank) * p_values[benchmark]))
+        adjusted[benchmark] = running
+    return {
+        b: "no evidence" if deltas[b] >= 0 else ("contaminated" if adjusted[b] < 0.05 else "inconclusive") for b in rows
+    }
+
+
+def test_verdicts_for_oracle_memoriser_and_dummy(outputs, tmp_path, with_sets):
+    out = tmp_path / "report.json"
+    done = report(str(outputs["oracle"]), str(outputs["memoriser"]), str(outputs["dummy"]), "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(out.read_text())
+    assert payload["report_version"] == 1
+    verdicts = {(r["model"].split(" ")[0], r["benchmark"]): r["verdict"] for r in payload["results"]}
+    for benchmark in BENCHMARKS:
+        assert verdicts[("contam_test_oracle", benchmark)] == "no evidence"
+        assert verdicts[("contam_test_memoriser", benchmark)] == "contaminated"
+    for benchmark, verdict in expected_dummy_verdicts().items():
+        assert verdicts[("dummy", benchmark)] == verdict, benchmark
+    memoriser = [r for r in payload["results"] if r["model"].startswith("contam_test_memoriser")]
+    assert all(len(r["flagged"]) == r["n_pairs"] == 12 for r in memoriser)
+
+
+def test_report_numbers_equal_the_task_numbers(outputs, tmp_path):
+    out = tmp_path / "report.json"
+    assert report(str(outputs["dummy"]), "--json", str(out)).returncode == 0
+    (results_file,) = outputs["dummy"].rglob("*_results.json")
+    task_results = json.loads(results_file.read_text())["results"]
+    for row in json.loads(out.read_text())["results"]:
+        task = task_results[f"{row['benchmark']}_contam"]
+        assert row["acc_original"] == pytest.approx(task["acc_original,none"])
+        assert row["acc_perturbed"] == pytest.approx(task["acc_perturbed,none"])
+        assert row["delta"] == pytest.approx(task["delta,none"])
+        assert row["delta_ci"] == pytest.approx([task["delta_ci_low,none"], task["delta_ci_high,none"]])
+        assert row["mcnemar_p"] == pytest.approx(task["mcnemar_p,none"])
+        assert len(row["flagged"]) == task["n_flagged,none"]
+
+
+def test_separate_original_and_perturbed_runs_join_like_the_paired_task(outputs, tmp_path):
+    out_separate, out_paired = tmp_path / "separate.json", tmp_path / "paired.json"
+    assert report(str(outputs["separate"]), "--json", str(out_separate)).returncode == 0
+    assert report(str(outputs["memoriser"]), "--json", str(out_paired)).returncode == 0
+    (separate,) = json.loads(out_separate.read_text())["results"]
+    paired = next(r for r in json.loads(out_paired.read_text())["results"] if r["benchmark"] == "mmstar")
+    for key in ("acc_original", "acc_perturbed", "delta", "delta_ci", "mcnemar_p", "n_pairs"):
+        assert separate[key] == paired[key], key
+
+
+def test_markdown_leaderboard_lists_every_model(outputs):
+    done = report(str(outputs["oracle"]), str(outputs["memoriser"]))
+    assert done.returncode == 0, done.stderr
+    assert "## Leaderboard" in done.stdout
+    assert "| contam_test_memoriser | -100.0 (contaminated) | -100.0 (contaminated) | -100.0 (contaminated) |" in (
+        done.stdout
+    )
+
+
+def _refused(args: list[str], tmp_path: Path, expected: str) -> None:
+    html, js = tmp_path / "r.html", tmp_path / "r.json"
+    done = report(*args, "--html", str(html), "--json", str(js))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert expected in done.stderr, done.stderr
+    assert not html.exists() and not js.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith((".r.html", ".r.json"))]
+
+
+def test_limit_runs_are_refused(outputs, tmp_path):
+    _refused([str(outputs["limited"])], tmp_path, "ran with --limit (6 of 24 documents)")
+
+
+def test_mismatched_item_sets_are_refused(outputs, tmp_path):
+    copy = tmp_path / "in"
+    shutil.copytree(outputs["separate"], copy)
+    (perturbed,) = copy.rglob("*_samples_mmstar_perturbed.jsonl")
+    lines = perturbed.read_text().splitlines()
+    perturbed.write_text("\n".join(lines[:-2]) + "\n")
+    _refused([str(copy)], tmp_path, "the item sets differ: 2 item(s) only in")
+
+
+def test_truncated_and_empty_files_are_refused(outputs, tmp_path):
+    copy = tmp_path / "in"
+    shutil.copytree(outputs["oracle"], copy)
+    (samples,) = copy.rglob("*_samples_realworldqa_contam.jsonl")
+    text = samples.read_text()
+    samples.write_text(text[: len(text) // 2])
+    _refused([str(copy)], tmp_path, f"{samples}:")
+    samples.write_text("")
+    _refused([str(copy)], tmp_path, f"{samples}: empty file")
+
+
+def test_unknown_task_is_refused(outputs, tmp_path):
+    (builtin_like,) = outputs["dummy"].rglob("*_samples_mmstar_perturbed.jsonl")
+    copy = tmp_path / "in"
+    copy.mkdir()
+    odd = copy / builtin_like.name.replace("mmstar_perturbed", "mmstar")
+    shutil.copy(builtin_like, odd)
+    shutil.copy(next(outputs["dummy"].rglob("*_results.json")), copy)
+    _refused([str(odd)], tmp_path, "task 'mmstar' is not an lmms-contam task")
+
+
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--hide-scrollbars"]  # fmt: skip
+
+
+def _share_near(pixels, colour: tuple[int, int, int], tolerance: int = 40) -> float:
+    import numpy as np
+
+    distance = np.abs(pixels.astype(int) - np.asarray(colour)).sum(axis=-1)
+    return float((distance < tolerance).mean())
+
+
+def _page_requests(chromium: str, page: Path, folder: Path, screenshot: Path | None = None) -> list[str]:
+    """URLs the page itself asked for, read from Chromium's net log.
+
+    Chromium's own background traffic (update checks, time sync) is started by the browser, with no
+    initiating origin; a request made by the page carries the page's origin.
+    """
+    netlog = folder / f"{page.stem}.netlog.json"
+    shot = [f"--screenshot={screenshot}", "--window-size=1300,2600"] if screenshot else ["--dump-dom"]
+    subprocess.run(
+        [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={folder / ('profile-' + page.stem)}",
+         f"--log-net-log={netlog}", *shot, page.as_uri()],
+        check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    log = json.loads(netlog.read_text())
+    start_job = log["constants"]["logEventTypes"]["URL_REQUEST_START_JOB"]
+    starts = [e["params"] for e in log["events"] if e["type"] == start_job and "url" in e.get("params", {})]
+    return [params["url"] for params in starts if params.get("initiator") != "not an origin"]
+
+
+def test_html_page_shows_plots_and_image_pairs_and_makes_no_network_request(outputs, tmp_path, with_sets):
+    import numpy as np
+    from PIL import Image
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "Debian's chromium is needed for this test; .ci/run installs it"
+    page = tmp_path / "report.html"
+    done = report(str(outputs["oracle"]), str(outputs["memoriser"]), "--html", str(page))
+    assert done.returncode == 0, done.stderr
+    text = page.read_text()
+    assert "http://" not in text and "https://" not in text
+    assert text.count('alt="original"') == text.count('alt="perturbed"') == 3 * 12
+
+    shot = tmp_path / "shot.png"
+    assert _page_requests(chromium, page, tmp_path, shot) == []
+    # The net-log check can fail: a page that loads one remote image is caught.
+    control = tmp_path / "control.html"
+    control.write_text('<html><body><img src="http://127.0.0.1:9/pixel.png"></body></html>')
+    assert _page_requests(chromium, control, tmp_path) == ["http://127.0.0.1:9/pixel.png"]
+    pixels = np.asarray(Image.open(shot).convert("RGB"))
+    top, bottom = pixels[: pixels.shape[0] // 2], pixels[pixels.shape[0] // 2 :]
+    # The accuracy plot's markers (original blue, perturbed orange) and the red category bars.
+    assert _share_near(pixels, (0x15, 0x65, 0xC0)) > 0.0002
+    assert _share_near(pixels, (0xE6, 0x51, 0x00)) > 0.0002
+    assert _share_near(pixels, (0xC6, 0x28, 0x28)) > 0.001
+    # Photographs: many distinct colours, which tables and plots never have.
+    assert len(np.unique(bottom.reshape(-1, 3) // 8, axis=0)) > 2000
+    assert len(np.unique(top.reshape(-1, 3), axis=0)) > 50
