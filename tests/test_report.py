@@ -219,3 +219,13 @@ def test_html_page_shows_plots_and_image_pairs_and_makes_no_network_request(outp
     # Photographs: many distinct colours, which tables and plots never have.
     assert len(np.unique(bottom.reshape(-1, 3) // 8, axis=0)) > 2000
     assert len(np.unique(top.reshape(-1, 3), axis=0)) > 50
+
+
+def test_results_from_another_task_version_are_refused(outputs, tmp_path):
+    copy = tmp_path / "in"
+    shutil.copytree(outputs["oracle"], copy)
+    (results_file,) = copy.rglob("*_results.json")
+    results = json.loads(results_file.read_text())
+    results["configs"]["mmstar_contam"]["metadata"] = [{"version": 2.0}]
+    results_file.write_text(json.dumps(results))
+    _refused([str(copy)], tmp_path, "task mmstar_contam version 2.0; this report reads version 1.0")
