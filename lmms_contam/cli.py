@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from lmms_contam import __version__
 
@@ -52,6 +53,28 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _import_mm_perturb(args: argparse.Namespace) -> int:
+    from lmms_contam.benchmarks import loaders, mm_perturb
+    from lmms_contam.harness.datasets import default_folder
+    from lmms_contam.schema import PerturbedSetError
+
+    benchmark = args.benchmark or mm_perturb.benchmark_from_name(args.tsv)
+    if benchmark is None:
+        print(f"lmms-contam import: cannot tell the benchmark from {args.tsv}; pass --benchmark", file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else default_folder(benchmark)
+    try:
+        originals = loaders.items(benchmark, loaders.load_rows(benchmark, args.originals))
+        summary = mm_perturb.import_release(benchmark, args.tsv, args.images, originals, out, keep=args.keep)
+    except (PerturbedSetError, FileNotFoundError) as exc:
+        print(f"lmms-contam import: {exc}", file=sys.stderr)
+        return 2
+    print(f"{benchmark}: {summary.kept} of {summary.rows} rows imported into {out}")
+    for reason, count in sorted(summary.skipped.items()):
+        print(f"  skipped {count}: {reason}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lmms-contam",
@@ -83,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="contamination verdicts from lmms-eval output folders (Markdown, JSON, HTML)",
         description="Read lmms-eval outputs of the plugin's tasks (run with --log_samples): *_contam, or "
         "*_original and *_perturbed from separate runs, for any number of models. For each model and "
-        "benchmark: accuracies, delta with a 95%% paired bootstrap CI, exact McNemar test with Holm's "
+        "benchmark: accuracies, delta with a 95% paired bootstrap CI, exact McNemar test with Holm's "
         "correction across benchmarks, and a verdict: contaminated (delta < 0, significant), "
         "inconclusive (delta < 0, not significant) or no evidence (delta >= 0).",
     )
@@ -93,6 +116,25 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--json", help="write the versioned JSON here")
     report.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
     report.set_defaults(run=_report)
+
+    importer = commands.add_parser("import", help="import released perturbed sets into the plugin's schema")
+    sources = importer.add_subparsers(dest="source", required=True, metavar="SOURCE")
+    release = sources.add_parser(
+        "mm-perturb",
+        help="the MMStar / RealWorldQA sets released with the semantic-perturbation paper",
+        description="Convert the paper authors' VLMEvalKit TSV and image folder into a perturbed set. Original "
+        "answers and images come from the original benchmark (the hub id lmms-eval uses, or --originals), "
+        "joined on index. Rows that cannot be used are counted by reason, never dropped silently.",
+    )
+    release.add_argument("--tsv", required=True, help="MMStar_pert_local.tsv or RealWorldQA_pert_local.tsv")
+    release.add_argument(
+        "--images", required=True, help="the release's image folder (holding MMStar_semantic_flux/ ...)"
+    )
+    release.add_argument("--benchmark", choices=["mmstar", "realworldqa"], help="default: from the TSV's name")
+    release.add_argument("--originals", help="a local copy of the original benchmark (parquet or save_to_disk)")
+    release.add_argument("--keep", help="a file of indices to keep (the filtered subset), one per line")
+    release.add_argument("--out", help="output folder (default: $LMMS_CONTAM_HOME/datasets/<benchmark>)")
+    release.set_defaults(run=_import_mm_perturb)
     return parser
 
 

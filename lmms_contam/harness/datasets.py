@@ -108,9 +108,15 @@ def resolve(benchmark: str) -> SetLocation:
     looked.append(f"default folder {folder}: does not exist")
 
     steps = "\n".join(f"  {i}. {line}" for i, line in enumerate(looked, 1))
+    build = (
+        f"Import the paper authors' release into the default folder with `lmms-contam import mm-perturb "
+        f"--tsv <{benchmark} TSV> --images <image folder>`, or point"
+        if benchmark in ("mmstar", "realworldqa")
+        else "Point"
+    )
     raise PerturbedSetNotFound(
         f"lmms-contam: no perturbed set for '{benchmark}'. Looked in:\n{steps}\n"
-        f"Point ${name} (or the config file's datasets.{benchmark}) at a perturbed set in the lmms-contam "
+        f"{build} ${name} (or the config file's datasets.{benchmark}) at a perturbed set in the lmms-contam "
         f"schema: a parquet file, a save_to_disk folder or a hub dataset id (README: 'Perturbed sets')."
     )
 

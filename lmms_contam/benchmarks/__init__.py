@@ -1,0 +1,1 @@
+"""Loaders that turn MMStar, RealWorldQA and NaturalBench (hub or local copy) into items, and importers."""

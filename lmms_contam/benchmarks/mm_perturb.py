@@ -1,0 +1,183 @@
+"""Import the perturbed sets released with the semantic-perturbation paper (VLMEvalKit TSVs + images).
+
+The release holds, per benchmark, a TSV (index, question, answer, A-D, ..., image_path) whose
+`answer` is the gold for the image the row points to, and a folder of images. The original
+answers and images are not in it: they come from the original benchmark, joined on `index`.
+Real quirks are taken as they are and counted: answers that are not an option letter, rows that
+point at the unedited original image, empty trailing options, absolute paths from the authors'
+machine (mapped onto the user's folder by their last folder and file name).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+import pandas as pd
+
+from lmms_contam.atomic import atomic_path
+from lmms_contam.items import Item
+from lmms_contam.schema import SCHEMA_VERSION, PerturbedSetError, option_letters, write_parquet
+
+# The folder names of unedited images in the release, per benchmark.
+ORIGINAL_FOLDERS = {"mmstar": "MMStar", "realworldqa": "RealWorldQA"}
+REALWORLDQA_INSTRUCTION = "Please answer directly with only the letter of the correct option and nothing else."
+REQUIRED = ("index", "question", "answer", "A", "B", "image_path")
+
+
+@dataclass
+class ImportSummary:
+    benchmark: str
+    rows: int = 0
+    kept: int = 0
+    skipped: Counter = field(default_factory=Counter)
+
+    def as_dict(self) -> dict:
+        return {"benchmark": self.benchmark, "rows": self.rows, "kept": self.kept, "skipped": dict(self.skipped)}
+
+
+def benchmark_from_name(tsv: str | Path) -> str | None:
+    name = Path(tsv).name.lower()
+    return next((b for b in ORIGINAL_FOLDERS if name.startswith(b)), None)
+
+
+def read_tsv(path: str | Path) -> pd.DataFrame:
+    """The TSV as strings, empty cells kept empty (VLMEvalKit quotes multi-line questions)."""
+    try:
+        table = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False)
+    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise PerturbedSetError(f"{path}: not a readable TSV ({exc})") from exc
+    missing = [column for column in REQUIRED if column not in table.columns]
+    if missing:
+        raise PerturbedSetError(f"{path}: missing column(s) {', '.join(missing)}; found {', '.join(table.columns)}")
+    duplicated = table["index"][table["index"].duplicated()].tolist()
+    if duplicated:
+        raise PerturbedSetError(f"{path}: duplicate index value(s) {', '.join(duplicated[:5])}")
+    return table
+
+
+def local_image(image_path: str, images: Path) -> Path:
+    """The authors' absolute path mapped onto the user's folder (last folder + file name, else file name)."""
+    parts = PurePosixPath(image_path).parts
+    nested = images.joinpath(*parts[-2:])
+    return nested if nested.exists() else images / parts[-1]
+
+
+def row_options(row: pd.Series) -> list[str]:
+    """Option texts A, B, ... up to the last non-empty one."""
+    options = [row.get(letter, "") for letter in option_letters(26) if letter in row.index]
+    while options and not options[-1].strip():
+        options.pop()
+    return options
+
+
+def _original_letter(original: Item, options: list[str]) -> str | None:
+    """The original gold as a letter of the release's options; None if they cannot be matched."""
+    letters = option_letters(len(options))
+    if original.options:
+        return original.answer if list(original.options) == options else None
+    # RealWorldQA's open-ended items, which the authors turned into multiple choice.
+    wanted = original.answer.strip().rstrip(".").lower()
+    matches = [letter for letter, text in zip(letters, options, strict=True) if text.strip().lower() == wanted]
+    return matches[0] if len(matches) == 1 else None
+
+
+def _question(original: Item, row: pd.Series, options: list[str]) -> str:
+    """The built-in task's prompt text: the original's own when it lists the options, else RealWorldQA's form."""
+    if original.options:
+        return original.question
+    listed = "\n".join(f"{letter}. {text}" for letter, text in zip(option_letters(len(options)), options, strict=True))
+    return f"{row['question'].strip()}\n{listed}\n{REALWORLDQA_INSTRUCTION}"
+
+
+def convert(
+    benchmark: str, table: pd.DataFrame, images: Path, originals: dict[str, Item], keep: set[str] | None, source: str
+) -> tuple[list[dict], ImportSummary]:
+    summary = ImportSummary(benchmark, rows=len(table))
+    provenance_base = {"source": "mm-perturb release (Park et al., 2025)", "tsv": source}
+    rows = []
+    for _, row in table.iterrows():
+        index = row["index"].strip()
+        reason = None
+        options = row_options(row)
+        original = originals.get(index)
+        image_path = local_image(row["image_path"], images)
+        if keep is not None and index not in keep:
+            reason = "not in the keep-list"
+        elif original is None:
+            reason = "index not in the original benchmark"
+        elif PurePosixPath(row["image_path"]).parent.name == ORIGINAL_FOLDERS[benchmark]:
+            reason = "points at the unedited original image"
+        elif row["answer"].strip() not in option_letters(len(options)):
+            reason = "answer is not an option letter"
+        elif (original_answer := _original_letter(original, options)) is None:
+            reason = "options differ from the original benchmark's"
+        elif row["answer"].strip() == original_answer:
+            reason = "answer unchanged"
+        elif not image_path.is_file():
+            reason = "image file missing"
+        if reason:
+            summary.skipped[reason] += 1
+            continue
+        rows.append(
+            {
+                "item_id": f"{benchmark}-mmperturb-{index}",
+                "original_id": index,
+                "benchmark": benchmark,
+                "question": _question(original, row, options),
+                "options": options,
+                "original_answer": original_answer,
+                "new_answer": row["answer"].strip(),
+                "original_image": original.image,
+                "image": {"bytes": image_path.read_bytes(), "path": None},
+                "provenance": json.dumps({**provenance_base, "image_path": row["image_path"]}),
+                "schema_version": SCHEMA_VERSION,
+                **original.extra,
+            }
+        )
+    summary.kept = len(rows)
+    return rows, summary
+
+
+def read_keep_list(path: str | Path) -> set[str]:
+    """One index per line (blank lines and # comments ignored)."""
+    lines = Path(path).read_text().splitlines()
+    return {line.split("#", 1)[0].strip() for line in lines if line.split("#", 1)[0].strip()}
+
+
+def import_release(
+    benchmark: str,
+    tsv: str | Path,
+    images: str | Path,
+    originals: Iterable[Item],
+    out: str | Path,
+    keep: str | Path | None = None,
+) -> ImportSummary:
+    """Write the set (parquet, schema v1) and a manifest with the counts beside it."""
+    if benchmark not in ORIGINAL_FOLDERS:
+        raise PerturbedSetError(f"the mm-perturb release has no {benchmark} set; it has {', '.join(ORIGINAL_FOLDERS)}")
+    images = Path(images)
+    if not images.is_dir():
+        raise PerturbedSetError(f"{images}: image folder not found")
+    table = read_tsv(tsv)
+    by_id = {item.original_id: item for item in originals if isinstance(item, Item)}
+    rows, summary = convert(benchmark, table, images, by_id, read_keep_list(keep) if keep else None, Path(tsv).name)
+    if not rows:
+        raise PerturbedSetError(f"{tsv}: no row could be imported ({dict(summary.skipped)})")
+    out = Path(out)
+    target = out / "data.parquet" if out.suffix != ".parquet" else out
+    write_parquet(rows, benchmark, target)
+    manifest = {
+        "kind": "lmms-contam import mm-perturb",
+        "schema_version": SCHEMA_VERSION,
+        "tsv_sha256": hashlib.sha256(Path(tsv).read_bytes()).hexdigest(),
+        "keep_list": str(keep) if keep else None,
+        **summary.as_dict(),
+    }
+    with atomic_path(target.with_name(target.stem + ".manifest.json")) as tmp:
+        tmp.write_text(json.dumps(manifest, indent=2) + "\n")
+    return summary
