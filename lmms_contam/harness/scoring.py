@@ -95,37 +95,23 @@ def paired_comparison(records: list[dict]) -> stats.PairedComparison:
     )
 
 
-def acc_original(records: list[dict]) -> float:
-    return paired_comparison(records).acc_original
+def _paired_statistic(field: str) -> Callable[[list[dict]], float]:
+    def aggregate(records: list[dict]) -> float:
+        return float(getattr(paired_comparison(records), field))
+
+    aggregate.__name__ = field
+    return aggregate
 
 
-def acc_perturbed(records: list[dict]) -> float:
-    return paired_comparison(records).acc_perturbed
-
-
-def delta(records: list[dict]) -> float:
-    return paired_comparison(records).delta
-
-
-def delta_ci_low(records: list[dict]) -> float:
-    return paired_comparison(records).ci_low
-
-
-def delta_ci_high(records: list[dict]) -> float:
-    return paired_comparison(records).ci_high
-
-
-def mcnemar_p(records: list[dict]) -> float:
-    return paired_comparison(records).mcnemar_p
-
-
-def n_pairs(records: list[dict]) -> float:
-    return float(paired_comparison(records).n_pairs)
-
-
-def n_flagged(records: list[dict]) -> float:
-    """Items right on the original and wrong on the counterfactual: the per-sample signal."""
-    return float(paired_comparison(records).right_to_wrong)
+acc_original = _paired_statistic("acc_original")
+acc_perturbed = _paired_statistic("acc_perturbed")
+delta = _paired_statistic("delta")
+delta_ci_low = _paired_statistic("ci_low")
+delta_ci_high = _paired_statistic("ci_high")
+mcnemar_p = _paired_statistic("mcnemar_p")
+n_pairs = _paired_statistic("n_pairs")
+# Items right on the original and wrong on the counterfactual: the per-sample signal.
+n_flagged = _paired_statistic("right_to_wrong")
 
 
 def _naturalbench_score(metric: str) -> Callable[[list[dict]], float]:
