@@ -1,0 +1,1 @@
+"""Building counterfactual items: answer swap, edit caption, image edit, verification."""
