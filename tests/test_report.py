@@ -165,11 +165,11 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
                   "--hide-scrollbars"]  # fmt: skip
 
 
-def _share_near(pixels, colour: tuple[int, int, int], tolerance: int = 40) -> float:
+def _count_near(pixels, colour: tuple[int, int, int], tolerance: int = 40) -> int:
     import numpy as np
 
     distance = np.abs(pixels.astype(int) - np.asarray(colour)).sum(axis=-1)
-    return float((distance < tolerance).mean())
+    return int((distance < tolerance).sum())
 
 
 def _page_requests(chromium: str, page: Path, folder: Path, screenshot: Path | None = None) -> list[str]:
@@ -212,12 +212,14 @@ def test_html_page_shows_plots_and_image_pairs_and_makes_no_network_request(outp
     assert _page_requests(chromium, control, tmp_path) == ["http://127.0.0.1:9/pixel.png"]
     pixels = np.asarray(Image.open(shot).convert("RGB"))
     top, bottom = pixels[: pixels.shape[0] // 2], pixels[pixels.shape[0] // 2 :]
-    # The accuracy plot's markers (original blue, perturbed orange) and the red category bars.
-    assert _share_near(pixels, (0x15, 0x65, 0xC0)) > 0.0002
-    assert _share_near(pixels, (0xE6, 0x51, 0x00)) > 0.0002
-    assert _share_near(pixels, (0xC6, 0x28, 0x28)) > 0.001
+    # The accuracy plot's markers (original blue, perturbed orange; about 50 pixels each, 6 of each
+    # colour in three panels), the red category bars and the red verdict badges.
+    assert _count_near(pixels, (0x15, 0x65, 0xC0)) > 150
+    assert _count_near(pixels, (0xE6, 0x51, 0x00)) > 150
+    assert _count_near(pixels, (0xC6, 0x28, 0x28)) > 5000
     # Photographs: many distinct colours, which tables and plots never have.
-    assert len(np.unique(bottom.reshape(-1, 3) // 8, axis=0)) > 2000
+    # (measured: about 140 quantised colours in the plots and tables, about 2,600 with the photos)
+    assert len(np.unique(bottom.reshape(-1, 3) // 8, axis=0)) > 1000
     assert len(np.unique(top.reshape(-1, 3), axis=0)) > 50
 
 
