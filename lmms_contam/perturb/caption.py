@@ -1,0 +1,76 @@
+"""Stage 2: a VLM writes the edit caption: a text-to-image prompt for the counterfactual image.
+
+Settings as in the paper (GPT-4o, temperature 0.3, at most 800 tokens); the template is the
+project's own (configs/perturb/edit_caption.txt) or the user's, and its hash goes into every record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from lmms_contam.items import Item
+from lmms_contam.llm import ChatClient, image_part
+from lmms_contam.perturb.store import StageStore
+from lmms_contam.schema import option_letters
+
+STAGE = "caption"
+
+
+@dataclass(frozen=True)
+class CaptionSettings:
+    template: str
+    temperature: float = 0.3
+    max_tokens: int = 800
+
+    @classmethod
+    def from_file(cls, path: str | Path, **overrides) -> CaptionSettings:
+        text = Path(path).read_text()
+        missing = [f for f in ("{question}", "{options}", "{original_answer}", "{new_answer}") if f not in text]
+        if missing:
+            raise ValueError(f"{path}: the caption template lacks {', '.join(missing)}")
+        return cls(template=text, **overrides)
+
+    @property
+    def template_sha256(self) -> str:
+        return hashlib.sha256(self.template.encode()).hexdigest()
+
+
+def caption_messages(item: Item, new_answer: str, settings: CaptionSettings) -> list[dict]:
+    letters = option_letters(len(item.options))
+    text = settings.template.format(
+        question=item.question,
+        options="\n".join(f"{letter}. {option}" for letter, option in zip(letters, item.options, strict=True)),
+        original_answer=item.answer,
+        new_answer=new_answer,
+    )
+    return [{"role": "user", "content": [image_part(item.image), {"type": "text", "text": text}]}]
+
+
+def write_caption(
+    client: ChatClient, store: StageStore, item_key: str, item: Item, new_answer: str, settings: CaptionSettings
+) -> dict:
+    """The stored record if this item was captioned before with the same template; else one API call."""
+    done = store.get(STAGE, item_key)
+    if done is not None and done["template_sha256"] == settings.template_sha256:
+        return done
+    result = client.complete(
+        caption_messages(item, new_answer, settings), temperature=settings.temperature, max_tokens=settings.max_tokens
+    )
+    caption = result.text.strip()
+    if not caption:
+        raise ValueError(f"{item_key}: the captioning model returned an empty caption")
+    return store.put(
+        STAGE,
+        item_key,
+        {
+            "caption": caption,
+            "new_answer": new_answer,
+            "model": result.model,
+            "input_tokens": result.input_tokens,
+            "output_tokens": result.output_tokens,
+            "cost_usd": result.cost_usd,
+            "template_sha256": settings.template_sha256,
+        },
+    )
