@@ -1,0 +1,129 @@
+"""Stage 4: keep a counterfactual only if it is a valid test item.
+
+Two checks, each stored with its evidence: a judge model over an OpenAI-compatible endpoint (keep
+only when exactly one option is right and it is the new answer) and an image drift check (reject an
+image the edit left unchanged, and one that no longer resembles the original, which a memorising
+model could otherwise pass or fail for the wrong reason).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from lmms_contam.items import Item
+from lmms_contam.llm import ChatClient, image_part
+from lmms_contam.perturb.store import StageStore
+from lmms_contam.schema import option_letters
+
+JUDGE_STAGE = "judge"
+THINKING = re.compile(r"<think>.*?</think>", re.S)
+JSON_SCHEMA = {
+    "name": "verdict",
+    "schema": {
+        "type": "object",
+        "properties": {
+            "correct_options": {"type": "array", "items": {"type": "string"}},
+            "reason": {"type": "string"},
+        },
+        "required": ["correct_options", "reason"],
+        "additionalProperties": False,
+    },
+}
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    template: str
+    temperature: float | None = 0.0  # None: omit (reasoning models refuse the parameter)
+    max_tokens: int = 2000
+    structured_output: bool = True  # JSON-schema response_format, where the server supports it
+
+    @classmethod
+    def from_file(cls, path: str | Path, **overrides) -> JudgeSettings:
+        text = Path(path).read_text()
+        if "{question}" not in text or "{options}" not in text:
+            raise ValueError(f"{path}: the judge template needs {{question}} and {{options}}")
+        return cls(template=text, **overrides)
+
+    @property
+    def template_sha256(self) -> str:
+        return hashlib.sha256(self.template.encode()).hexdigest()
+
+
+def parse_verdict(text: str, n_options: int) -> list[str] | None:
+    """The option letters the judge called correct; None when its reply holds no usable JSON."""
+    text = THINKING.sub("", text)
+    for match in reversed(list(re.finditer(r"\{.*?\}", text, re.S))):
+        try:
+            payload = json.loads(match.group(0))
+        except json.JSONDecodeError:
+            continue
+        letters = payload.get("correct_options") if isinstance(payload, dict) else None
+        if isinstance(letters, list) and all(isinstance(x, str) for x in letters):
+            cleaned = sorted({x.strip().upper()[:1] for x in letters if x.strip()})
+            if all(x in option_letters(n_options) for x in cleaned):
+                return cleaned
+    return None
+
+
+def judge(
+    client: ChatClient, store: StageStore, key: str, item: Item, image: Image.Image, new_letter: str,
+    settings: JudgeSettings,
+) -> dict:  # fmt: skip
+    """Stored verdict: keep / reject / unjudged (an unusable reply is never counted as a keep)."""
+    done = store.get(JUDGE_STAGE, key)
+    if done is not None and done["template_sha256"] == settings.template_sha256:
+        return done
+    letters = option_letters(len(item.options))
+    prompt = settings.template.format(
+        question=item.question,
+        options="\n".join(f"{letter}. {text}" for letter, text in zip(letters, item.options, strict=True)),
+    )
+    params: dict = {"max_tokens": settings.max_tokens}
+    if settings.temperature is not None:
+        params["temperature"] = settings.temperature
+    if settings.structured_output:
+        params["response_format"] = {"type": "json_schema", "json_schema": JSON_SCHEMA}
+    result = client.complete([{"role": "user", "content": [image_part(image), {"type": "text", "text": prompt}]}],
+                             **params)  # fmt: skip
+    correct = parse_verdict(result.text, len(letters))
+    outcome = "unjudged" if correct is None else ("keep" if correct == [new_letter] else "reject")
+    return store.put(JUDGE_STAGE, key, {
+        "outcome": outcome, "correct_options": correct, "reply": result.text, "model": result.model,
+        "input_tokens": result.input_tokens, "output_tokens": result.output_tokens, "cost_usd": result.cost_usd,
+        "template_sha256": settings.template_sha256,
+    })  # fmt: skip
+
+
+@dataclass(frozen=True)
+class DriftSettings:
+    min_change: float = 0.01  # mean absolute grey-level change (0-1) below which the edit did nothing
+    min_resemblance: float = 0.35  # correlation of small grey thumbnails below which the layout is gone
+    size: int = 32
+
+
+def _grey(image: Image.Image, size: int) -> np.ndarray:
+    return np.asarray(image.convert("L").resize((size, size), Image.Resampling.BILINEAR), dtype=float) / 255.0
+
+
+def drift(original: Image.Image, perturbed: Image.Image, settings: DriftSettings) -> dict:
+    a, b = _grey(original, settings.size), _grey(perturbed, settings.size)
+    change = float(np.abs(a - b).mean())
+    if a.std() == 0 or b.std() == 0:
+        resemblance = 1.0 if change < settings.min_change else 0.0
+    else:
+        resemblance = float(np.corrcoef(a.ravel(), b.ravel())[0, 1])
+    if change < settings.min_change:
+        outcome = "reject: unchanged"
+    elif resemblance < settings.min_resemblance:
+        outcome = "reject: no longer resembles the original"
+    else:
+        outcome = "keep"
+    return {"outcome": outcome, "change": round(change, 5), "resemblance": round(resemblance, 5)}

@@ -1,0 +1,68 @@
+"""Stage 4: the judge (loopback endpoint) and the drift check (real photos)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from fixtures import real_photos
+from loopback import LoopbackServer, completion
+from PIL import Image, ImageDraw
+
+from lmms_contam.items import Item
+from lmms_contam.llm import ChatClient, EndpointConfig
+from lmms_contam.perturb.store import StageStore
+from lmms_contam.perturb.verify import DriftSettings, JudgeSettings, drift, judge, parse_verdict
+
+TEMPLATE = Path(__file__).resolve().parents[1] / "configs" / "perturb" / "judge.txt"
+
+
+@pytest.fixture(scope="module")
+def photos() -> list[Image.Image]:
+    return [Image.open(io.BytesIO(data)).convert("RGB") for data in real_photos()[:4]]
+
+
+def test_parse_verdict_handles_reasoning_and_chatter():
+    assert parse_verdict('{"correct_options": ["b"], "reason": "x"}', 4) == ["B"]
+    assert parse_verdict('<think>maybe {"correct_options": ["A"]}</think> {"correct_options": ["C"]}', 4) == ["C"]
+    assert parse_verdict('Sure! {"correct_options": ["A", "D"], "reason": "both"} Hope that helps.', 4) == ["A", "D"]
+    assert parse_verdict("B", 4) is None
+    assert parse_verdict('{"correct_options": ["E"]}', 4) is None
+
+
+def test_judge_outcomes_are_stored_and_not_asked_twice(photos, tmp_path):
+    replies = {"k1": '{"correct_options": ["B"], "reason": "two cats"}',
+               "k2": '{"correct_options": ["A", "B"], "reason": "ambiguous"}', "k3": "I cannot tell."}  # fmt: skip
+
+    def script(body, n):
+        text = body["messages"][0]["content"][1]["text"]
+        return 200, completion(replies[text.split("KEY=")[1].split()[0]]), 0
+
+    item = Item("mmstar", "1", "How many cats?", ("1", "2", "3", "4"), "A", photos[0])
+    store = StageStore(tmp_path)
+    settings = JudgeSettings(template=TEMPLATE.read_text() + "\nKEY={key} ", temperature=None)
+    with LoopbackServer(script) as server:
+        client = ChatClient(EndpointConfig(model="o3", base_url=server.base_url, max_retries=0))
+        outcomes = {}
+        for key in replies:
+            keyed = JudgeSettings(template=settings.template.replace("{key}", key), temperature=None)
+            outcomes[key] = judge(client, store, key, item, photos[1], "B", keyed)["outcome"]
+            assert judge(client, store, key, item, photos[1], "B", keyed)["outcome"] == outcomes[key]
+    assert outcomes == {"k1": "keep", "k2": "reject", "k3": "unjudged"}
+    assert len(server.requests) == 3
+    assert "temperature" not in server.requests[0]
+    assert server.requests[0]["response_format"]["type"] == "json_schema"
+    assert json.loads(json.dumps(store.get("judge", "k3")))["reply"] == "I cannot tell."
+
+
+def test_drift_rejects_unchanged_and_unrelated_and_keeps_a_local_edit(photos):
+    settings = DriftSettings()
+    original = photos[0]
+    assert drift(original, original.copy(), settings)["outcome"] == "reject: unchanged"
+    assert drift(original, photos[2].resize(original.size), settings)["outcome"].startswith("reject: no longer")
+    edited = original.copy()
+    ImageDraw.Draw(edited).rectangle((10, 10, 45, 45), fill=(250, 20, 20))
+    verdict = drift(original, edited, settings)
+    assert verdict["outcome"] == "keep", verdict
