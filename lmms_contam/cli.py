@@ -75,6 +75,31 @@ def _import_mm_perturb(args: argparse.Namespace) -> int:
     return 0
 
 
+def _perturb(args: argparse.Namespace) -> int:
+    from itertools import islice
+
+    from lmms_contam.benchmarks import loaders
+    from lmms_contam.perturb import pipeline
+    from lmms_contam.perturb.config import PerturbConfig
+    from lmms_contam.schema import PerturbedSetError
+
+    try:
+        config = PerturbConfig.from_yaml(args.config)
+        items = loaders.items(args.benchmark, loaders.load_rows(args.benchmark, args.originals))
+        manifest = pipeline.run(args.benchmark, islice(items, args.limit), config, args.out)
+    except (ValueError, PerturbedSetError, FileNotFoundError) as exc:
+        print(f"lmms-contam perturb: {exc}", file=sys.stderr)
+        return 2
+    print(f"{args.benchmark}: kept {manifest['kept']} of {manifest['items']} items -> {args.out}")
+    for stage, reasons in manifest["skipped"].items():
+        for reason, count in sorted(reasons.items()):
+            print(f"  {stage}: {count} {reason}")
+    cost = manifest["cost"]
+    print(f"  API: caption {cost['caption']['calls']} calls ${cost['caption']['usd']}, "
+          f"judge {cost['judge']['calls']} calls ${cost['judge']['usd']}")  # fmt: skip
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lmms-contam",
@@ -135,6 +160,21 @@ def build_parser() -> argparse.ArgumentParser:
     release.add_argument("--keep", help="a file of indices to keep (the filtered subset), one per line")
     release.add_argument("--out", help="output folder (default: $LMMS_CONTAM_HOME/datasets/<benchmark>)")
     release.set_defaults(run=_import_mm_perturb)
+
+    perturb = commands.add_parser(
+        "perturb",
+        help="build a perturbed benchmark: answer swap, edit caption, Flux image edit, verification",
+        description="Build counterfactual items (resumable: rerun the same command after a crash). Stages: "
+        "answer swap (seeded), edit caption (a VLM over an OpenAI-compatible endpoint), image edit (Flux + Canny "
+        "ControlNet, or Kontext), verification (judge + drift check). Writes <out>/data.parquet and "
+        "<out>/data.manifest.json; per-item stage results stay in <out>/work.",
+    )
+    perturb.add_argument("benchmark", choices=["mmstar", "realworldqa", "naturalbench"])
+    perturb.add_argument("--config", required=True, help="a recipe, e.g. configs/perturb/flux_canny.yaml")
+    perturb.add_argument("--out", required=True, help="output folder")
+    perturb.add_argument("--originals", help="a local copy of the benchmark (default: lmms-eval's hub id)")
+    perturb.add_argument("--limit", type=int, help="only the first N items (for a trial run)")
+    perturb.set_defaults(run=_perturb)
     return parser
 
 

@@ -1,0 +1,57 @@
+"""The perturbation recipe as one typed object, read from a YAML file in configs/perturb/."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import yaml
+
+from lmms_contam.llm import EndpointConfig
+from lmms_contam.perturb.caption import CaptionSettings
+from lmms_contam.perturb.edit import FluxSettings
+from lmms_contam.perturb.verify import DriftSettings, JudgeSettings
+
+
+@dataclass(frozen=True)
+class PerturbConfig:
+    seed: int
+    caption_endpoint: EndpointConfig
+    caption: CaptionSettings
+    generate: FluxSettings
+    judge_endpoint: EndpointConfig | None
+    judge: JudgeSettings | None
+    drift: DriftSettings
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> PerturbConfig:
+        path = Path(path)
+        try:
+            raw = yaml.safe_load(path.read_text()) or {}
+            caption, verify = dict(raw["caption"]), dict(raw.get("verify") or {})
+            judge = dict(verify["judge"]) if verify.get("judge") else None
+            return cls(
+                seed=int(raw.get("seed", 0)),
+                caption_endpoint=EndpointConfig.from_dict(caption.pop("endpoint")),
+                caption=CaptionSettings.from_file(path.parent / caption.pop("template"), **caption),
+                generate=FluxSettings(**raw.get("generate", {})),
+                judge_endpoint=EndpointConfig.from_dict(judge.pop("endpoint")) if judge else None,
+                judge=JudgeSettings.from_file(path.parent / judge.pop("template"), **judge) if judge else None,
+                drift=DriftSettings(**(verify.get("drift") or {})),
+            )
+        except (KeyError, TypeError, ValueError, yaml.YAMLError, OSError) as exc:
+            raise ValueError(f"{path}: invalid perturbation config ({type(exc).__name__}: {exc})") from exc
+
+    def resolved(self) -> dict:
+        """Everything that decides the output, for the manifest (templates by hash, keys by variable name)."""
+        return {
+            "seed": self.seed,
+            "caption": {"endpoint": self.caption_endpoint.as_dict(), "temperature": self.caption.temperature,
+                        "max_tokens": self.caption.max_tokens, "template_sha256": self.caption.template_sha256},
+            "generate": asdict(self.generate),
+            "judge": None if self.judge is None else {
+                "endpoint": self.judge_endpoint.as_dict(), "temperature": self.judge.temperature,
+                "max_tokens": self.judge.max_tokens, "structured_output": self.judge.structured_output,
+                "template_sha256": self.judge.template_sha256},
+            "drift": asdict(self.drift),
+        }  # fmt: skip

@@ -1,0 +1,154 @@
+"""`lmms-contam perturb`: items -> swap -> caption -> edit -> verify -> perturbed set + manifest.
+
+Every stage's result per item lives in a keyed store under <out>/work and is written when it
+completes, so a rerun after a crash repeats no finished API call or image. Items that cannot go on
+are counted by stage and reason in the manifest, never dropped silently.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+
+from PIL import Image
+from tqdm.auto import tqdm
+
+from lmms_contam import __version__
+from lmms_contam.atomic import atomic_path
+from lmms_contam.items import Item, Skipped
+from lmms_contam.llm import ChatClient
+from lmms_contam.perturb.caption import write_caption
+from lmms_contam.perturb.config import PerturbConfig
+from lmms_contam.perturb.edit import Editor, EditRequest, FluxEditor
+from lmms_contam.perturb.store import StageStore
+from lmms_contam.perturb.swap import swap_answer
+from lmms_contam.perturb.verify import drift, judge
+from lmms_contam.schema import SCHEMA_VERSION, columns_for, option_letters, write_parquet
+from lmms_contam.stats import stable_seed
+
+IMAGE_STAGE = "image"
+
+
+def _letter(item: Item, answer: str) -> str:
+    """The judge speaks in letters; text-answer benchmarks map their answer to its option letter."""
+    if columns_for(item.benchmark).answer_style == "letter":
+        return answer
+    return option_letters(len(item.options))[list(item.options).index(answer)]
+
+
+def run(
+    benchmark: str,
+    items: Iterable[Item | Skipped],
+    config: PerturbConfig,
+    out: str | Path,
+    editor: Editor | None = None,
+) -> dict:
+    out = Path(out)
+    store = StageStore(out / "work")
+    counts: dict[str, Counter] = {stage: Counter() for stage in ("load", "swap", "caption", "edit", "verify")}
+    ready: list[tuple[str, Item, str]] = []
+    for item in items:
+        if isinstance(item, Skipped):
+            counts["load"][item.reason] += 1
+            continue
+        new_answer = swap_answer(item, config.seed)
+        if isinstance(new_answer, Skipped):
+            counts["swap"][new_answer.reason] += 1
+            continue
+        ready.append((f"{benchmark}-{item.original_id}-s{config.seed}", item, new_answer))
+
+    captioner = ChatClient(config.caption_endpoint)
+    captions = captioner.map(
+        lambda job: write_caption(captioner, store, job[0], job[1], job[2], config.caption), ready, desc="caption"
+    )
+    captioned = []
+    for job, caption in zip(ready, captions, strict=True):
+        if isinstance(caption, BaseException):
+            counts["caption"][f"failed: {type(caption).__name__}"] += 1
+        else:
+            captioned.append((*job, caption["caption"]))
+
+    editor = editor or FluxEditor(config.generate)
+    todo = [job for job in captioned if not store.path(IMAGE_STAGE, job[0], ".png").exists()]
+    chunk = max(1, getattr(config.generate, "batch_size", 1)) * 4
+    for start in tqdm(range(0, len(todo), chunk), desc="edit", disable=not todo):
+        batch = todo[start : start + chunk]
+        requests = [EditRequest(key, item.image, caption, stable_seed("edit", key) % 2**31)
+                    for key, item, _, caption in batch]  # fmt: skip
+        for (key, *_), image in zip(batch, editor.edit(requests), strict=True):
+            buffer = io.BytesIO()
+            image.save(buffer, format="PNG")
+            store.put_bytes(IMAGE_STAGE, key, buffer.getvalue(), ".png")
+
+    judge_client = ChatClient(config.judge_endpoint) if config.judge is not None else None
+    verdicts = []
+    for key, item, new_answer, caption in captioned:
+        image = Image.open(store.path(IMAGE_STAGE, key, ".png")).convert("RGB")
+        verdicts.append((key, item, new_answer, caption, image, drift(item.image, image, config.drift)))
+
+    def check(job):
+        key, item, new_answer, _, image, _ = job
+        return judge(judge_client, store, key, item, image, _letter(item, new_answer), config.judge)
+
+    judged = judge_client.map(check, verdicts, desc="judge") if judge_client else [None] * len(verdicts)
+    rows = []
+    for (key, item, new_answer, caption, _image, drifted), verdict in zip(verdicts, judged, strict=True):
+        if drifted["outcome"] != "keep":
+            counts["verify"][drifted["outcome"]] += 1
+        elif isinstance(verdict, BaseException):
+            counts["verify"][f"judge failed: {type(verdict).__name__}"] += 1
+        elif verdict is not None and verdict["outcome"] != "keep":
+            counts["verify"][f"judge: {verdict['outcome']}"] += 1
+        else:
+            rows.append(_row(benchmark, key, item, new_answer, caption, store, config, drifted, verdict))
+    summary = {"items": len(ready) + sum(counts["load"].values()) + sum(counts["swap"].values()),
+               "kept": len(rows), "skipped": {stage: dict(c) for stage, c in counts.items() if c}}  # fmt: skip
+    if rows:
+        write_parquet(rows, benchmark, out / "data.parquet")
+    manifest = {
+        "kind": "lmms-contam perturb",
+        "lmms_contam_version": __version__,
+        "schema_version": SCHEMA_VERSION,
+        "benchmark": benchmark,
+        "config": config.resolved(),
+        **summary,
+        "cost": _cost(store),
+    }
+    with atomic_path(out / "data.manifest.json") as tmp:
+        tmp.write_text(json.dumps(manifest, indent=2) + "\n")
+    return manifest
+
+
+def _row(benchmark, key, item, new_answer, caption, store, config, drifted, verdict) -> dict:
+    provenance = {"source": "lmms-contam perturb", "caption": caption, "edit_seed": stable_seed("edit", key) % 2**31,
+                  "editor": config.generate.backend, "base_model": config.generate.base_model,
+                  "drift": drifted, "judge": None if verdict is None else verdict["outcome"]}  # fmt: skip
+    return {
+        "item_id": key,
+        "original_id": item.original_id,
+        "benchmark": benchmark,
+        "question": item.question,
+        "options": list(item.options),
+        "original_answer": item.answer,
+        "new_answer": new_answer,
+        "original_image": item.image,
+        "image": {"bytes": store.path(IMAGE_STAGE, key, ".png").read_bytes(), "path": None},
+        "provenance": json.dumps(provenance),
+        "schema_version": SCHEMA_VERSION,
+        **item.extra,
+    }
+
+
+def _cost(store: StageStore) -> dict:
+    """Tokens and dollars of every stored API answer, this run's and earlier runs'."""
+    totals: dict[str, dict] = {}
+    for stage in ("caption", "judge"):
+        folder = store.root / stage
+        records = [json.loads(p.read_text()) for p in folder.glob("*.json")] if folder.exists() else []
+        totals[stage] = {"calls": len(records), "input_tokens": sum(r["input_tokens"] for r in records),
+                         "output_tokens": sum(r["output_tokens"] for r in records),
+                         "usd": round(sum(r["cost_usd"] for r in records), 6)}  # fmt: skip
+    return totals

@@ -1,0 +1,114 @@
+"""`lmms-contam perturb` end to end: loopback VLM endpoints, a tiny Flux ControlNet, real photos."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import datasets
+import pytest
+import yaml
+from fixtures import mmstar_rows, real_photos
+from loopback import LoopbackServer, completion
+from tiny_flux import build_tiny_flux_controlnet
+
+from lmms_contam.benchmarks.loaders import mmstar_options
+from lmms_contam.items import Item
+from lmms_contam.perturb.swap import swap_answer
+
+pytestmark = pytest.mark.slow
+SECRET = "sk-loopback-secret-7f3a"
+
+
+@pytest.fixture(scope="module")
+def originals(tmp_path_factory):
+    root = tmp_path_factory.mktemp("originals")
+    rows = mmstar_rows(real_photos())
+    table = [{"index": int(r["original_id"]), "question": r["question"], "answer": r["original_answer"],
+              "category": r["category"], "l2_category": r["l2_category"], "image": r["original_image"]}
+             for r in rows]  # fmt: skip
+    datasets.Dataset.from_list(table).cast_column("image", datasets.Image()).to_parquet(str(root / "mmstar.parquet"))
+    expected = {}
+    for row in table:
+        item = Item("mmstar", str(row["index"]), row["question"], tuple(mmstar_options(row["question"])),
+                    row["answer"], None)  # fmt: skip
+        expected[row["question"]] = swap_answer(item, seed=0)
+    return root / "mmstar.parquet", expected
+
+
+def judge_script(expected: dict[str, str], ambiguous: str):
+    def script(body, n):
+        content = body["messages"][0]["content"]
+        text = content[1]["text"]
+        if "Reply with the prompt only" in text:  # the caption template
+            return 200, completion(f"a new scene, caption {n}"), 0
+        question = next(q for q in expected if q in text)
+        letters = ["A", "B"] if question == ambiguous else [expected[question]]
+        return 200, completion(json.dumps({"correct_options": letters, "reason": "test"})), 0
+
+    return script
+
+
+def write_config(folder, server, flux) -> str:
+    base, controlnet = flux
+    repo_configs = os.path.join(os.path.dirname(__file__), "..", "configs", "perturb")
+    with open(os.path.join(repo_configs, "flux_canny.yaml")) as handle:
+        config = yaml.safe_load(handle)
+    for section in (config["caption"], config["verify"]["judge"]):
+        section["endpoint"].update(base_url=server.base_url, api_key_env="LMMS_CONTAM_TEST_KEY", max_retries=0)
+        section["template"] = os.path.abspath(os.path.join(repo_configs, section["template"]))
+    config["generate"].update(base_model=str(base), controlnet=str(controlnet), steps=2, device="cpu",
+                              max_sequence_length=32)  # fmt: skip
+    config["verify"]["drift"] = {"min_change": 0.0, "min_resemblance": -1.0}  # tiny Flux paints noise
+    path = folder / "recipe.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return str(path)
+
+
+def perturb(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "LMMS_CONTAM_TEST_KEY": SECRET}
+    return subprocess.run([sys.executable, "-m", "lmms_contam.cli", "perturb", *args], capture_output=True,
+                          text=True, timeout=600, env=env)  # fmt: skip
+
+
+def test_pipeline_builds_a_set_the_tasks_load_and_a_rerun_repeats_nothing(originals, tmp_path):
+    parquet, expected = originals
+    ambiguous = next(iter(expected))
+    flux = build_tiny_flux_controlnet(tmp_path / "flux")
+    out = tmp_path / "out"
+    with LoopbackServer(judge_script(expected, ambiguous)) as server:
+        config = write_config(tmp_path, server, flux)
+        first = perturb("mmstar", "--config", config, "--out", str(out), "--originals", str(parquet))
+        calls = len(server.requests)
+        second = perturb("mmstar", "--config", config, "--out", str(out), "--originals", str(parquet))
+        assert len(server.requests) == calls, "the rerun made API calls"
+    assert first.returncode == 0, first.stderr
+    assert "kept 11 of 12 items" in first.stdout and "verify: 1 judge: reject" in first.stdout
+    assert calls == 24  # 12 captions + 12 judge calls
+    assert SECRET not in first.stdout + first.stderr
+    assert server.headers[0]["authorization"] == f"Bearer {SECRET}"
+    manifest_text = (out / "data.manifest.json").read_text()
+    assert SECRET not in manifest_text
+    manifest = json.loads(manifest_text)
+    assert manifest["cost"]["caption"]["calls"] == 12 and manifest["cost"]["caption"]["usd"] > 0
+    assert manifest["config"]["generate"]["conditioning_scale"] == 0.8
+    assert manifest["config"]["caption"]["temperature"] == 0.3
+    kept = datasets.load_dataset("parquet", data_files=str(out / "data.parquet"), split="train")
+    assert second.returncode == 0 and "kept 11 of 12 items" in second.stdout
+    for row in kept:
+        assert row["new_answer"] == expected[row["question"]] != row["original_answer"]
+        assert row["image"].size == tuple(max(16, round(s / 16) * 16) for s in row["original_image"].size)
+    checked = subprocess.run([sys.executable, "-m", "lmms_contam.cli", "datasets", "mmstar", "--check"],
+                             capture_output=True, text=True, env={**os.environ,
+                             "LMMS_CONTAM_DATASET_MMSTAR": str(out)})  # fmt: skip
+    assert "11 valid rows" in checked.stdout, checked.stderr
+
+
+def test_bad_config_fails_clearly(tmp_path):
+    bad = tmp_path / "recipe.yaml"
+    bad.write_text("caption:\n  endpoint: {model: x, api_key: sk-nope}\n  template: t.txt\n")
+    done = perturb("mmstar", "--config", str(bad), "--out", str(tmp_path / "o"))
+    assert done.returncode == 2
+    assert "invalid perturbation config" in done.stderr and "not in a config" in done.stderr
