@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -42,8 +43,8 @@ def judge_script(expected: dict[str, str], ambiguous: str):
     def script(body, n):
         content = body["messages"][0]["content"]
         text = content[1]["text"]
-        if "Reply with the prompt only" in text:  # the caption template
-            return 200, completion(f"a new scene, caption {n}"), 0
+        if "Reply with the prompt only" in text:  # the caption template: a reply that depends on the item only
+            return 200, completion(f"a new scene {hashlib.sha256(text.encode()).hexdigest()[:8]}"), 0
         question = next(q for q in expected if q in text)
         letters = ["A", "B"] if question == ambiguous else [expected[question]]
         return 200, completion(json.dumps({"correct_options": letters, "reason": "test"})), 0
@@ -112,3 +113,56 @@ def test_bad_config_fails_clearly(tmp_path):
     done = perturb("mmstar", "--config", str(bad), "--out", str(tmp_path / "o"))
     assert done.returncode == 2
     assert "invalid perturbation config" in done.stderr and "not in a config" in done.stderr
+
+
+def _dataset_rows(path) -> list[tuple]:
+    data = datasets.load_dataset("parquet", data_files=str(path), split="train").cast_column(
+        "image", datasets.Image(decode=False)
+    )
+    return sorted((r["item_id"], r["new_answer"], r["image"]["bytes"]) for r in data)
+
+
+def test_sigkill_at_random_points_then_rerun_gives_the_uninterrupted_result(originals, tmp_path):
+    """Killed three times mid-run, then rerun to the end: the same set, and only calls in flight repeat."""
+    import random
+    import signal
+    import time
+
+    parquet, expected = originals
+    flux = build_tiny_flux_controlnet(tmp_path / "flux")
+    env = {**os.environ, "LMMS_CONTAM_TEST_KEY": SECRET}
+    script = judge_script(expected, ambiguous="")
+
+    def slow(body, n):  # a little latency so kills land inside API stages too
+        status, payload, _ = script(body, n)
+        return status, payload, 0.15
+
+    with LoopbackServer(slow) as server:
+        config = yaml.safe_load(open(write_config(tmp_path, server, flux)))  # noqa: SIM115
+        for section in (config["caption"], config["verify"]["judge"]):
+            section["endpoint"]["concurrency"] = 1  # at most one call in flight when killed
+        recipe = tmp_path / "recipe-serial.yaml"
+        recipe.write_text(yaml.safe_dump(config))
+        command = [sys.executable, "-m", "lmms_contam.cli", "perturb", "mmstar", "--config", str(recipe),
+                   "--originals", str(parquet)]  # fmt: skip
+        subprocess.run([*command, "--out", str(tmp_path / "whole")], check=True, env=env, capture_output=True)
+        uninterrupted_calls = len(server.requests)
+
+        rng = random.Random(20261202)
+        kills = 0
+        for _ in range(3):
+            proc = subprocess.Popen([*command, "--out", str(tmp_path / "killed")], env=env,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+            time.sleep(rng.uniform(8.0, 14.0))  # past the imports, into the stages
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+                kills += 1
+            proc.wait()
+        final = subprocess.run([*command, "--out", str(tmp_path / "killed")], env=env, capture_output=True, text=True)
+        resumed_calls = len(server.requests) - uninterrupted_calls
+    assert final.returncode == 0, final.stderr
+    assert kills >= 1
+    assert _dataset_rows(tmp_path / "killed" / "data.parquet") == _dataset_rows(tmp_path / "whole" / "data.parquet")
+    # Every call whose answer was stored is never made again; a call in flight at a kill may be.
+    assert uninterrupted_calls <= resumed_calls <= uninterrupted_calls + kills
+    assert not list((tmp_path / "killed").rglob("*.tmp"))
