@@ -75,6 +75,16 @@ def _import_mm_perturb(args: argparse.Namespace) -> int:
     return 0
 
 
+def _shard(text: str | None) -> tuple[int, int]:
+    if not text:
+        return (0, 1)
+    try:
+        index, count = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise ValueError(f"--shard takes I/N (e.g. 0/4), got {text!r}") from None
+    return index, count
+
+
 def _perturb(args: argparse.Namespace) -> int:
     from itertools import islice
 
@@ -86,10 +96,13 @@ def _perturb(args: argparse.Namespace) -> int:
     try:
         config = PerturbConfig.from_yaml(args.config)
         items = loaders.items(args.benchmark, loaders.load_rows(args.benchmark, args.originals))
-        manifest = pipeline.run(args.benchmark, islice(items, args.limit), config, args.out)
+        manifest = pipeline.run(args.benchmark, islice(items, args.limit), config, args.out, shard=_shard(args.shard))
     except (ValueError, PerturbedSetError, FileNotFoundError) as exc:
         print(f"lmms-contam perturb: {exc}", file=sys.stderr)
         return 2
+    if "shard" in manifest:
+        print(f"{args.benchmark}: shard {manifest['shard']} done in {args.out}/work; run without --shard to assemble")
+        return 0
     print(f"{args.benchmark}: kept {manifest['kept']} of {manifest['items']} items -> {args.out}")
     for stage, reasons in manifest["skipped"].items():
         for reason, count in sorted(reasons.items()):
@@ -174,6 +187,12 @@ def build_parser() -> argparse.ArgumentParser:
     perturb.add_argument("--out", required=True, help="output folder")
     perturb.add_argument("--originals", help="a local copy of the benchmark (default: lmms-eval's hub id)")
     perturb.add_argument("--limit", type=int, help="only the first N items (for a trial run)")
+    perturb.add_argument(
+        "--shard",
+        metavar="I/N",
+        help="only every N-th item from the I-th, e.g. one process per GPU with CUDA_VISIBLE_DEVICES=I; "
+        "then run once without --shard to assemble the set (no stage is repeated)",
+    )
     perturb.set_defaults(run=_perturb)
     return parser
 

@@ -111,6 +111,7 @@ def test_bad_release_inputs_fail_clearly(release, tmp_path):
     [("MMStar_pert_local.tsv", 1500, 175, 8, 48), ("RealWorldQA_pert_local.tsv", 765, 746, 0, 1)],
 )
 def test_the_real_release_tsvs_parse_with_their_quirks(name, rows, empty_d, not_letter, unedited, tmp_path):
+    assert RELEASE.is_dir(), f"the release TSVs are expected in shared/ beside the checkout: {RELEASE}"
     table = read_tsv(RELEASE / name)
     assert len(table) == rows
     options = [row_options(row) for _, row in table.iterrows()]

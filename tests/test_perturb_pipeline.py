@@ -166,3 +166,21 @@ def test_sigkill_at_random_points_then_rerun_gives_the_uninterrupted_result(orig
     # Every call whose answer was stored is never made again; a call in flight at a kill may be.
     assert uninterrupted_calls <= resumed_calls <= uninterrupted_calls + kills
     assert not list((tmp_path / "killed").rglob("*.tmp"))
+
+
+def test_shards_split_the_work_and_the_assembly_repeats_none_of_it(originals, tmp_path):
+    parquet, expected = originals
+    flux = build_tiny_flux_controlnet(tmp_path / "flux")
+    out = tmp_path / "out"
+    with LoopbackServer(judge_script(expected, ambiguous="")) as server:
+        config = write_config(tmp_path, server, flux)
+        common = ("mmstar", "--config", config, "--out", str(out), "--originals", str(parquet))
+        for shard in ("0/2", "1/2"):
+            done = perturb(*common, "--shard", shard)
+            assert done.returncode == 0 and f"shard {shard} done" in done.stdout, done.stderr
+        assert not (out / "data.parquet").exists()
+        sharded_calls = len(server.requests)
+        assembled = perturb(*common)
+        assert len(server.requests) == sharded_calls == 24
+    assert "kept 12 of 12 items" in assembled.stdout, assembled.stderr
+    assert perturb(*common, "--shard", "2/2").returncode == 2

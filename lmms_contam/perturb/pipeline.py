@@ -45,7 +45,13 @@ def run(
     config: PerturbConfig,
     out: str | Path,
     editor: Editor | None = None,
+    shard: tuple[int, int] = (0, 1),
 ) -> dict:
+    """Run every stage; with shard=(i, n) only every n-th item from the i-th (one process per GPU),
+    leaving the assembly to a final run without a shard, which finds every stage result stored."""
+    index, count = shard
+    if not 0 <= index < count:
+        raise ValueError(f"shard must be i/n with 0 <= i < n, got {index}/{count}")
     out = Path(out)
     store = StageStore(out / "work")
     counts: dict[str, Counter] = {stage: Counter() for stage in ("load", "swap", "caption", "edit", "verify")}
@@ -59,6 +65,7 @@ def run(
             counts["swap"][new_answer.reason] += 1
             continue
         ready.append((f"{benchmark}-{item.original_id}-s{config.seed}", item, new_answer))
+    ready = ready[index::count]
 
     captioner = ChatClient(config.caption_endpoint)
     captions = captioner.map(
@@ -106,6 +113,8 @@ def run(
             rows.append(_row(benchmark, key, item, new_answer, caption, store, config, drifted, verdict))
     summary = {"items": len(ready) + sum(counts["load"].values()) + sum(counts["swap"].values()),
                "kept": len(rows), "skipped": {stage: dict(c) for stage, c in counts.items() if c}}  # fmt: skip
+    if count > 1:
+        return {**summary, "shard": f"{index}/{count}", "cost": _cost(store)}
     if rows:
         write_parquet(rows, benchmark, out / "data.parquet")
     manifest = {
