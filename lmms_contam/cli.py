@@ -179,8 +179,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="build a perturbed benchmark: answer swap, edit caption, Flux image edit, verification",
         description="Build counterfactual items (resumable: rerun the same command after a crash). Stages: "
         "answer swap (seeded), edit caption (a VLM over an OpenAI-compatible endpoint), image edit (Flux + Canny "
-        "ControlNet, or Kontext), verification (judge + drift check). Writes <out>/data.parquet and "
-        "<out>/data.manifest.json; per-item stage results stay in <out>/work.",
+        "ControlNet, or Kontext), verification (judge + drift check). Writes <out>/data.parquet, "
+        "<out>/data.manifest.json, and <out>/review.html + <out>/review.json for human review: set a candidate's "
+        "decision to keep or reject there and rerun to rebuild the set. Per-item stage results stay in <out>/work.",
     )
     perturb.add_argument("benchmark", choices=["mmstar", "realworldqa", "naturalbench"])
     perturb.add_argument("--config", required=True, help="a recipe, e.g. configs/perturb/flux_canny.yaml")

@@ -184,3 +184,33 @@ def test_shards_split_the_work_and_the_assembly_repeats_none_of_it(originals, tm
         assert len(server.requests) == sharded_calls == 24
     assert "kept 12 of 12 items" in assembled.stdout, assembled.stderr
     assert perturb(*common, "--shard", "2/2").returncode == 2
+
+
+def test_human_review_decisions_feed_back_into_the_set(originals, tmp_path):
+    parquet, expected = originals
+    ambiguous = next(iter(expected))
+    flux = build_tiny_flux_controlnet(tmp_path / "flux")
+    out = tmp_path / "out"
+    with LoopbackServer(judge_script(expected, ambiguous)) as server:
+        config = write_config(tmp_path, server, flux)
+        common = ("mmstar", "--config", config, "--out", str(out), "--originals", str(parquet))
+        assert perturb(*common).returncode == 0
+        page = (out / "review.html").read_text()
+        assert page.count('alt="perturbed"') == 12 and "judge: reject" in page
+        review = json.loads((out / "review.json").read_text())
+        rejected = next(key for key, entry in review.items() if entry["automatic"] == "judge: reject")
+        kept = sorted(key for key, entry in review.items() if entry["automatic"] == "keep")
+        review[rejected]["decision"] = "keep"  # a human overrules the judge
+        review[kept[0]]["decision"] = "reject"  # and drops one it kept
+        (out / "review.json").write_text(json.dumps(review))
+        calls = len(server.requests)
+        again = perturb(*common)
+        assert len(server.requests) == calls
+    assert "kept 11 of 12 items" in again.stdout and "verify: 1 human: reject" in again.stdout, again.stdout
+    ids = set(datasets.load_dataset("parquet", data_files=str(out / "data.parquet"), split="train")["item_id"])
+    assert rejected in ids and kept[0] not in ids
+    assert json.loads((out / "review.json").read_text())[rejected]["decision"] == "keep"
+    review[kept[1]]["decision"] = "maybe"
+    (out / "review.json").write_text(json.dumps(review))
+    bad = perturb(*common)
+    assert bad.returncode == 2 and f"{kept[1]}: decision must be one of auto, keep, reject" in bad.stderr

@@ -23,6 +23,7 @@ from lmms_contam.llm import ChatClient
 from lmms_contam.perturb.caption import write_caption
 from lmms_contam.perturb.config import PerturbConfig
 from lmms_contam.perturb.edit import Editor, EditRequest, FluxEditor
+from lmms_contam.perturb.review import Candidate, load_decisions, write_review
 from lmms_contam.perturb.store import StageStore
 from lmms_contam.perturb.swap import swap_answer
 from lmms_contam.perturb.verify import drift, judge
@@ -101,16 +102,21 @@ def run(
         return judge(judge_client, store, key, item, image, _letter(item, new_answer), config.judge)
 
     judged = judge_client.map(check, verdicts, desc="judge") if judge_client else [None] * len(verdicts)
-    rows = []
-    for (key, item, new_answer, caption, _image, drifted), verdict in zip(verdicts, judged, strict=True):
-        if drifted["outcome"] != "keep":
-            counts["verify"][drifted["outcome"]] += 1
-        elif isinstance(verdict, BaseException):
+    decisions = load_decisions(out / "review.json")
+    rows, candidates = [], []
+    for (key, item, new_answer, caption, image, drifted), verdict in zip(verdicts, judged, strict=True):
+        if isinstance(verdict, BaseException):
             counts["verify"][f"judge failed: {type(verdict).__name__}"] += 1
-        elif verdict is not None and verdict["outcome"] != "keep":
-            counts["verify"][f"judge: {verdict['outcome']}"] += 1
+            continue
+        automatic = _automatic(drifted, verdict)
+        candidates.append(Candidate(key, item, new_answer, caption, image, automatic))
+        decision = decisions.get(key, "auto")
+        if decision == "reject" or (decision == "auto" and automatic != "keep"):
+            counts["verify"][automatic if decision == "auto" else "human: reject"] += 1
         else:
-            rows.append(_row(benchmark, key, item, new_answer, caption, store, config, drifted, verdict))
+            rows.append(_row(benchmark, key, item, new_answer, caption, store, config, drifted, verdict, decision))
+    if count == 1:
+        write_review(out, candidates, decisions)
     summary = {"items": len(ready) + sum(counts["load"].values()) + sum(counts["swap"].values()),
                "kept": len(rows), "skipped": {stage: dict(c) for stage, c in counts.items() if c}}  # fmt: skip
     if count > 1:
@@ -131,10 +137,19 @@ def run(
     return manifest
 
 
-def _row(benchmark, key, item, new_answer, caption, store, config, drifted, verdict) -> dict:
+def _automatic(drifted: dict, verdict: dict | None) -> str:
+    if drifted["outcome"] != "keep":
+        return drifted["outcome"]
+    if verdict is not None and verdict["outcome"] != "keep":
+        return f"judge: {verdict['outcome']}"
+    return "keep"
+
+
+def _row(benchmark, key, item, new_answer, caption, store, config, drifted, verdict, decision) -> dict:
     provenance = {"source": "lmms-contam perturb", "caption": caption, "edit_seed": stable_seed("edit", key) % 2**31,
                   "editor": config.generate.backend, "base_model": config.generate.base_model,
-                  "drift": drifted, "judge": None if verdict is None else verdict["outcome"]}  # fmt: skip
+                  "drift": drifted, "judge": None if verdict is None else verdict["outcome"],
+                  "human": decision}  # fmt: skip
     return {
         "item_id": key,
         "original_id": item.original_id,

@@ -1,0 +1,75 @@
+"""Human review: a gallery of every candidate and a decisions file that the next run applies.
+
+The pipeline writes <out>/review.html (original and perturbed image side by side, question, both
+answers, caption, judge and drift outcomes) and <out>/review.json, one entry per candidate with
+"decision": "auto". Set an entry to "keep" or "reject" and rerun the same command: the set is
+rebuilt from the stored stage results with the human decisions, and no API call or image repeats.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from PIL import Image
+
+from lmms_contam.atomic import atomic_path
+from lmms_contam.items import Item
+from lmms_contam.report.evidence import data_uri
+
+DECISIONS = ("auto", "keep", "reject")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    key: str
+    item: Item
+    new_answer: str
+    caption: str
+    image: Image.Image
+    automatic: str  # "keep" or the reason for rejecting
+
+
+def load_decisions(path: Path) -> dict[str, str]:
+    if not path.exists():
+        return {}
+    try:
+        entries = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc})") from exc
+    decisions = {}
+    for key, entry in entries.items():
+        decision = entry.get("decision") if isinstance(entry, dict) else None
+        if decision not in DECISIONS:
+            raise ValueError(f"{path}: {key}: decision must be one of {', '.join(DECISIONS)}, got {decision!r}")
+        decisions[key] = decision
+    return decisions
+
+
+def write_review(out: Path, candidates: list[Candidate], decisions: dict[str, str]) -> None:
+    entries = {c.key: {"decision": decisions.get(c.key, "auto"), "automatic": c.automatic,
+                       "original_id": c.item.original_id} for c in candidates}  # fmt: skip
+    with atomic_path(out / "review.json") as tmp:
+        tmp.write_text(json.dumps(entries, indent=1, sort_keys=True) + "\n")
+    cards = []
+    for c in candidates:
+        decision = decisions.get(c.key, "auto")
+        cards.append(
+            f'<div class="card"><img alt="original" src="{data_uri(c.item.image)}">'
+            f'<img alt="perturbed" src="{data_uri(c.image)}"><div><b>{html.escape(c.key)}</b>'
+            f"<pre>{html.escape(c.item.question)}</pre>"
+            f"<p>gold: original <b>{html.escape(c.item.answer)}</b>, perturbed <b>{html.escape(c.new_answer)}</b></p>"
+            f"<p>caption: {html.escape(c.caption)}</p><p>automatic: {html.escape(c.automatic)}; "
+            f"decision: <b>{decision}</b></p></div></div>"
+        )
+    page = (
+        '<!DOCTYPE html><html><head><meta charset="utf-8"><title>lmms-contam review</title><style>'
+        "body{font-family:sans-serif;margin:20px}.card{display:flex;gap:12px;border-top:1px solid #ccc;padding:10px}"
+        "img{max-width:256px;max-height:256px}pre{white-space:pre-wrap}</style></head><body>"
+        f"<h1>Review: {len(candidates)} candidates</h1><p>Edit review.json beside this page (decision: keep, "
+        f"reject or auto) and rerun the same lmms-contam perturb command.</p>{''.join(cards)}</body></html>\n"
+    )
+    with atomic_path(out / "review.html") as tmp:
+        tmp.write_text(page)
