@@ -24,18 +24,24 @@ from lmms_contam.schema import option_letters
 
 JUDGE_STAGE = "judge"
 THINKING = re.compile(r"<think>.*?</think>", re.S)
-JSON_SCHEMA = {
-    "name": "verdict",
-    "schema": {
-        "type": "object",
-        "properties": {
-            "correct_options": {"type": "array", "items": {"type": "string"}},
-            "reason": {"type": "string"},
+
+
+def verdict_schema(n_options: int) -> dict:
+    """The judge's reply format: each option letter at most once, and a reason."""
+    letters = option_letters(n_options)
+    return {
+        "name": "verdict",
+        "schema": {
+            "type": "object",
+            "properties": {
+                "correct_options": {"type": "array", "items": {"type": "string", "enum": letters},
+                                    "maxItems": n_options, "uniqueItems": True},
+                "reason": {"type": "string", "maxLength": 400},
+            },
+            "required": ["correct_options", "reason"],
+            "additionalProperties": False,
         },
-        "required": ["correct_options", "reason"],
-        "additionalProperties": False,
-    },
-}
+    }  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -90,7 +96,7 @@ def judge(
     if settings.temperature is not None:
         params["temperature"] = settings.temperature
     if settings.structured_output:
-        params["response_format"] = {"type": "json_schema", "json_schema": JSON_SCHEMA}
+        params["response_format"] = {"type": "json_schema", "json_schema": verdict_schema(len(letters))}
     result = client.complete([{"role": "user", "content": [image_part(image), {"type": "text", "text": prompt}]}],
                              **params)  # fmt: skip
     correct = parse_verdict(result.text, len(letters))
