@@ -1,0 +1,1 @@
+"""Corpus side: embed eval and pre-training images, scan for near-duplicates, contamination rates."""

@@ -1,0 +1,95 @@
+"""Exact streaming top-k: every eval vector against every corpus vector, one shard at a time.
+
+The eval matrix stays in memory; corpus shards (memory-mapped .npy, float16 or float32) stream
+through it in chunks, one matrix product per chunk, keeping a running top-k per eval vector. Each
+shard's result is saved on its own, so a rerun skips finished shards and shards can run anywhere
+(in-process or as Ray tasks) before one merge. No index, no approximation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from lmms_contam.atomic import atomic_path
+
+DEFAULT_K = 10
+DEFAULT_CHUNK = 65_536
+THRESHOLDS = (0.8, 0.85, 0.9, 0.95, 0.99)
+
+
+@dataclass(frozen=True)
+class TopK:
+    """Per eval vector: the k highest cosines and their global corpus row ids, best first."""
+
+    sims: np.ndarray  # (n_eval, k) float32; -inf where a corpus held fewer than k rows
+    ids: np.ndarray  # (n_eval, k) int64; -1 where empty
+
+    @classmethod
+    def empty(cls, n_eval: int, k: int) -> TopK:
+        return cls(np.full((n_eval, k), -np.inf, dtype=np.float32), np.full((n_eval, k), -1, dtype=np.int64))
+
+
+def merge(a: TopK, b: TopK) -> TopK:
+    """The best k of two partial results (ties broken by the smaller corpus id, so order never matters)."""
+    k = a.sims.shape[1]
+    sims = np.concatenate([a.sims, b.sims], axis=1)
+    ids = np.concatenate([a.ids, b.ids], axis=1)
+    order = np.lexsort((ids, -sims), axis=1)[:, :k]
+    return TopK(np.take_along_axis(sims, order, axis=1), np.take_along_axis(ids, order, axis=1))
+
+
+def scan_matrix(eval_vectors: np.ndarray, corpus: np.ndarray, offset: int, k: int = DEFAULT_K,
+                chunk: int = DEFAULT_CHUNK) -> TopK:  # fmt: skip
+    """Top-k of eval_vectors (n, d) against corpus rows (m, d), whose global ids start at `offset`."""
+    if eval_vectors.ndim != 2 or corpus.ndim != 2 or eval_vectors.shape[1] != corpus.shape[1]:
+        raise ValueError(f"dimension mismatch: eval {eval_vectors.shape}, corpus {corpus.shape}")
+    queries = np.ascontiguousarray(eval_vectors, dtype=np.float32)
+    best = TopK.empty(len(queries), k)
+    for start in range(0, len(corpus), chunk):
+        block = np.asarray(corpus[start : start + chunk], dtype=np.float32)
+        if not np.isfinite(block).all():
+            bad = start + int(np.argwhere(~np.isfinite(block).all(axis=1))[0, 0])
+            raise ValueError(f"corpus row {offset + bad} holds NaN or infinite values")
+        sims = queries @ block.T
+        take = min(k, sims.shape[1])
+        part = np.argpartition(-sims, take - 1, axis=1)[:, :take]
+        found = TopK(
+            np.take_along_axis(sims, part, axis=1).astype(np.float32), (part + offset + start).astype(np.int64)
+        )
+        if take < k:
+            pad = TopK.empty(len(queries), k - take)
+            found = TopK(np.concatenate([found.sims, pad.sims], 1), np.concatenate([found.ids, pad.ids], 1))
+        best = merge(best, found)
+    return best
+
+
+def save(result: TopK, path: Path) -> None:
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        np.savez(handle, sims=result.sims, ids=result.ids)
+
+
+def load(path: Path) -> TopK:
+    with np.load(path, allow_pickle=False) as data:
+        return TopK(data["sims"], data["ids"])
+
+
+def scan_shards(eval_vectors: np.ndarray, shards: Iterable[tuple[str, Path, int]], work: Path,
+                k: int = DEFAULT_K, chunk: int = DEFAULT_CHUNK) -> TopK:  # fmt: skip
+    """Scan (name, .npy path, global offset) shards in-process, reusing saved shard results."""
+    total = TopK.empty(len(eval_vectors), k)
+    for name, path, offset in shards:
+        done = work / f"{name}.topk.npz"
+        if not done.exists():
+            save(scan_matrix(eval_vectors, np.load(path, mmap_mode="r", allow_pickle=False), offset, k, chunk), done)
+        total = merge(total, load(done))
+    return total
+
+
+def rates(result: TopK, thresholds: Iterable[float] = THRESHOLDS) -> dict[float, float]:
+    """Share of eval vectors whose best corpus cosine exceeds each threshold."""
+    best = result.sims[:, 0]
+    return {float(t): float(np.mean(best > t)) for t in thresholds}

@@ -1,0 +1,70 @@
+"""The exact streaming scan against brute force, across shard splits and reruns."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lmms_contam.corpus.scan import TopK, merge, rates, scan_matrix, scan_shards
+
+
+def unit(rows: np.ndarray) -> np.ndarray:
+    return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def vectors():
+    rng = np.random.default_rng(0)
+    corpus = unit(rng.normal(size=(5000, 64)))
+    queries = unit(rng.normal(size=(40, 64)))
+    queries[:5] = unit(corpus[[10, 999, 2500, 4000, 4999]] + rng.normal(scale=0.05, size=(5, 64)))  # near-copies
+    return queries, corpus
+
+
+def brute(queries, corpus, k):
+    sims = queries @ corpus.T
+    order = np.argsort(-sims, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(sims, order, axis=1), order
+
+
+def test_scan_equals_brute_force_and_finds_planted_copies(vectors):
+    queries, corpus = vectors
+    result = scan_matrix(queries, corpus, offset=0, k=10, chunk=777)
+    sims, ids = brute(queries, corpus, 10)
+    np.testing.assert_allclose(result.sims, sims, atol=1e-5)
+    assert (result.ids == ids).all()
+    assert list(result.ids[:5, 0]) == [10, 999, 2500, 4000, 4999]
+    assert rates(result)[0.9] == pytest.approx(5 / 40)
+
+
+def test_one_shard_equals_ten_and_a_rerun_reads_saved_results(vectors, tmp_path):
+    queries, corpus = vectors
+    paths = []
+    for i, rows in enumerate(np.array_split(corpus, 10)):
+        path = tmp_path / f"img_emb_{i}.npy"
+        np.save(path, rows.astype(np.float16))
+        paths.append((f"shard{i}", path, sum(len(r) for r in np.array_split(corpus, 10)[:i])))
+    np.save(tmp_path / "all.npy", corpus.astype(np.float16))
+    ten = scan_shards(queries, paths, tmp_path / "work10", k=10)
+    one = scan_shards(queries, [("all", tmp_path / "all.npy", 0)], tmp_path / "work1", k=10)
+    np.testing.assert_allclose(ten.sims, one.sims, atol=1e-5)
+    assert (ten.ids == one.ids).all()
+    saved = sorted((tmp_path / "work10").glob("*.topk.npz"))
+    assert len(saved) == 10
+    (tmp_path / "img_emb_3.npy").unlink()  # a finished shard is never read again
+    again = scan_shards(queries, paths, tmp_path / "work10", k=10)
+    assert (again.ids == ten.ids).all()
+
+
+def test_small_corpora_pad_and_bad_vectors_fail(vectors):
+    queries, corpus = vectors
+    few = scan_matrix(queries, corpus[:3], offset=100, k=5)
+    assert (few.ids[:, 3:] == -1).all() and set(few.ids[:, :3].ravel()) <= {100, 101, 102}
+    broken = corpus[:50].copy()
+    broken[17, 3] = np.nan
+    with pytest.raises(ValueError, match="corpus row 1017 holds NaN"):
+        scan_matrix(queries, broken, offset=1000)
+    with pytest.raises(ValueError, match="dimension mismatch"):
+        scan_matrix(queries, corpus[:, :32], offset=0)
+    a, b = TopK.empty(2, 3), TopK.empty(2, 3)
+    assert (merge(a, b).ids == -1).all()
