@@ -1,0 +1,125 @@
+"""Image embedders, and embedding files that carry their recipe.
+
+A cosine of 0.9 means something only between vectors made the same way: the recipe (model, weights,
+preprocessing, stored dtype, normalisation) is written beside every embedding file, and vectors of
+different recipes are never compared.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageSequence
+
+from lmms_contam.atomic import atomic_path
+
+
+@dataclass(frozen=True)
+class Recipe:
+    family: str  # "open_clip", ...
+    model: str
+    weights: str  # pretrained tag, or a checkpoint path with its SHA-256
+    preprocessing: str  # the resolved transform, as text
+    dtype: str  # how vectors are stored
+    normalized: bool = True
+
+    def differences(self, other: Recipe) -> list[str]:
+        mine, theirs = asdict(self), asdict(other)
+        return [f"{k}: {mine[k]!r} vs {theirs[k]!r}" for k in mine if mine[k] != theirs[k]]
+
+
+def require_same_recipe(a: Recipe, b: Recipe, what: str) -> None:
+    differences = a.differences(b)
+    if differences:
+        raise ValueError(f"{what}: embeddings made by different recipes cannot be compared ({'; '.join(differences)})")
+
+
+def to_rgb(image: Image.Image) -> Image.Image:
+    """One RGB frame from any PIL image: first frame of an animation, alpha on white, 16-bit scaled."""
+    frame = next(ImageSequence.Iterator(image)) if getattr(image, "is_animated", False) else image
+    if frame.mode in ("I;16", "I;16B", "I;16L", "I"):
+        array = np.asarray(frame, dtype=np.float64)
+        span = array.max() - array.min()
+        frame = Image.fromarray(((array - array.min()) / (span or 1) * 255).astype(np.uint8))
+    if frame.mode in ("RGBA", "LA", "PA") or (frame.mode == "P" and "transparency" in frame.info):
+        rgba = frame.convert("RGBA")
+        background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        frame = Image.alpha_composite(background, rgba)
+    return frame.convert("RGB")
+
+
+def decode(data: bytes, where: str) -> Image.Image:
+    """Bytes to an RGB image; a clear error naming the source when they are not one."""
+    if not data:
+        raise ValueError(f"{where}: empty file")
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            image.load()
+            return to_rgb(image)
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise ValueError(f"{where}: unreadable image ({exc})") from exc
+
+
+class OpenClipEmbedder:
+    """open_clip image tower; default ViT-L-14 with OpenAI weights, the contamination-rate paper's model."""
+
+    def __init__(self, model: str = "ViT-L-14", pretrained: str | None = "openai", device: str = "cpu",
+                 batch_size: int = 64, dtype: str = "float16") -> None:  # fmt: skip
+        import open_clip
+        import torch
+
+        self._torch = torch
+        self.model, _, self.preprocess = open_clip.create_model_and_transforms(
+            model, pretrained=pretrained, device=device
+        )
+        self.model.eval()
+        self.device, self.batch_size = device, batch_size
+        weights = pretrained or "random-init"
+        if pretrained and Path(pretrained).is_file():
+            weights = f"{pretrained} (sha256 {hashlib.sha256(Path(pretrained).read_bytes()).hexdigest()[:16]})"
+        self.recipe = Recipe("open_clip", model, weights, repr(self.preprocess), dtype)
+
+    def embed(self, images: list[Image.Image]) -> np.ndarray:
+        outputs = []
+        with self._torch.no_grad():
+            for start in range(0, len(images), self.batch_size):
+                batch = self._torch.stack(
+                    [self.preprocess(to_rgb(im)) for im in images[start : start + self.batch_size]]
+                )
+                features = self.model.encode_image(batch.to(self.device)).float()
+                outputs.append(self._torch.nn.functional.normalize(features, dim=-1).cpu().numpy())
+        vectors = np.concatenate(outputs) if outputs else np.zeros((0, 0), dtype=np.float32)
+        return vectors.astype(self.recipe.dtype)
+
+
+def write_embeddings(path: str | Path, vectors: np.ndarray, ids: list[str], recipe: Recipe) -> Path:
+    """`<path>.npy` plus `<path>.recipe.json` (recipe, ids, shape); the .npy appears last."""
+    path = Path(path)
+    if len(ids) != len(vectors):
+        raise ValueError(f"{path}: {len(ids)} ids for {len(vectors)} vectors")
+    if not np.isfinite(vectors).all():
+        raise ValueError(f"{path}: NaN or infinite values in the vectors")
+    sidecar = {"recipe": asdict(recipe), "ids": list(ids), "shape": list(vectors.shape)}
+    with atomic_path(path.with_suffix(".recipe.json")) as tmp:
+        tmp.write_text(json.dumps(sidecar))
+    with atomic_path(path.with_suffix(".npy")) as tmp, open(tmp, "wb") as handle:
+        np.save(handle, vectors.astype(recipe.dtype), allow_pickle=False)
+    return path.with_suffix(".npy")
+
+
+def read_embeddings(path: str | Path) -> tuple[np.ndarray, list[str], Recipe]:
+    """Memory-mapped vectors, their ids and recipe; refuses files without a matching sidecar."""
+    path = Path(path).with_suffix(".npy")
+    sidecar_path = path.with_suffix(".recipe.json")
+    if not sidecar_path.exists():
+        raise ValueError(f"{path}: no recipe sidecar ({sidecar_path.name}); refusing vectors of unknown origin")
+    sidecar = json.loads(sidecar_path.read_text())
+    vectors = np.load(path, mmap_mode="r", allow_pickle=False)
+    if list(vectors.shape) != sidecar["shape"]:
+        raise ValueError(f"{path}: shape {vectors.shape} does not match its recipe file {sidecar['shape']}")
+    return vectors, sidecar["ids"], Recipe(**sidecar["recipe"])
