@@ -35,6 +35,8 @@ def test_scan_equals_brute_force_and_finds_planted_copies(vectors):
     assert (result.ids == ids).all()
     assert list(result.ids[:5, 0]) == [10, 999, 2500, 4000, 4999]
     assert rates(result)[0.9] == pytest.approx(5 / 40)
+    assert (result.above == ((queries @ corpus.T) > 0.9).sum(axis=1)).all()
+    assert result.above[:5].tolist() == [1] * 5
 
 
 def test_one_shard_equals_ten_and_a_rerun_reads_saved_results(vectors, tmp_path):
@@ -48,7 +50,7 @@ def test_one_shard_equals_ten_and_a_rerun_reads_saved_results(vectors, tmp_path)
     ten = scan_shards(queries, paths, tmp_path / "work10", k=10)
     one = scan_shards(queries, [("all", tmp_path / "all.npy", 0)], tmp_path / "work1", k=10)
     np.testing.assert_allclose(ten.sims, one.sims, atol=1e-5)
-    assert (ten.ids == one.ids).all()
+    assert (ten.ids == one.ids).all() and (ten.above == one.above).all()
     saved = sorted((tmp_path / "work10").glob("*.topk.npz"))
     assert len(saved) == 10
     (tmp_path / "img_emb_3.npy").unlink()  # a finished shard is never read again
@@ -67,4 +69,5 @@ def test_small_corpora_pad_and_bad_vectors_fail(vectors):
     with pytest.raises(ValueError, match="dimension mismatch"):
         scan_matrix(queries, corpus[:, :32], offset=0)
     a, b = TopK.empty(2, 3), TopK.empty(2, 3)
+    assert (merge(a, b).above == 0).all()
     assert (merge(a, b).ids == -1).all()

@@ -23,14 +23,17 @@ THRESHOLDS = (0.8, 0.85, 0.9, 0.95, 0.99)
 
 @dataclass(frozen=True)
 class TopK:
-    """Per eval vector: the k highest cosines and their global corpus row ids, best first."""
+    """Per eval vector: the k highest cosines and their global corpus row ids, best first, and how
+    many corpus rows in all exceeded the counting threshold (duplicated corpora match many times)."""
 
     sims: np.ndarray  # (n_eval, k) float32; -inf where a corpus held fewer than k rows
     ids: np.ndarray  # (n_eval, k) int64; -1 where empty
+    above: np.ndarray  # (n_eval,) int64
 
     @classmethod
     def empty(cls, n_eval: int, k: int) -> TopK:
-        return cls(np.full((n_eval, k), -np.inf, dtype=np.float32), np.full((n_eval, k), -1, dtype=np.int64))
+        return cls(np.full((n_eval, k), -np.inf, dtype=np.float32), np.full((n_eval, k), -1, dtype=np.int64),
+                   np.zeros(n_eval, dtype=np.int64))  # fmt: skip
 
 
 def merge(a: TopK, b: TopK) -> TopK:
@@ -39,11 +42,11 @@ def merge(a: TopK, b: TopK) -> TopK:
     sims = np.concatenate([a.sims, b.sims], axis=1)
     ids = np.concatenate([a.ids, b.ids], axis=1)
     order = np.lexsort((ids, -sims), axis=1)[:, :k]
-    return TopK(np.take_along_axis(sims, order, axis=1), np.take_along_axis(ids, order, axis=1))
+    return TopK(np.take_along_axis(sims, order, axis=1), np.take_along_axis(ids, order, axis=1), a.above + b.above)
 
 
 def scan_matrix(eval_vectors: np.ndarray, corpus: np.ndarray, offset: int, k: int = DEFAULT_K,
-                chunk: int = DEFAULT_CHUNK) -> TopK:  # fmt: skip
+                chunk: int = DEFAULT_CHUNK, count_above: float = 0.9) -> TopK:  # fmt: skip
     """Top-k of eval_vectors (n, d) against corpus rows (m, d), whose global ids start at `offset`."""
     if eval_vectors.ndim != 2 or corpus.ndim != 2 or eval_vectors.shape[1] != corpus.shape[1]:
         raise ValueError(f"dimension mismatch: eval {eval_vectors.shape}, corpus {corpus.shape}")
@@ -57,34 +60,35 @@ def scan_matrix(eval_vectors: np.ndarray, corpus: np.ndarray, offset: int, k: in
         sims = queries @ block.T
         take = min(k, sims.shape[1])
         part = np.argpartition(-sims, take - 1, axis=1)[:, :take]
-        found = TopK(
-            np.take_along_axis(sims, part, axis=1).astype(np.float32), (part + offset + start).astype(np.int64)
-        )
+        top_sims = np.take_along_axis(sims, part, axis=1).astype(np.float32)
+        top_ids = (part + offset + start).astype(np.int64)
         if take < k:
             pad = TopK.empty(len(queries), k - take)
-            found = TopK(np.concatenate([found.sims, pad.sims], 1), np.concatenate([found.ids, pad.ids], 1))
+            top_sims, top_ids = np.concatenate([top_sims, pad.sims], 1), np.concatenate([top_ids, pad.ids], 1)
+        found = TopK(top_sims, top_ids, (sims > count_above).sum(axis=1).astype(np.int64))
         best = merge(best, found)
     return best
 
 
 def save(result: TopK, path: Path) -> None:
     with atomic_path(path) as tmp, open(tmp, "wb") as handle:
-        np.savez(handle, sims=result.sims, ids=result.ids)
+        np.savez(handle, sims=result.sims, ids=result.ids, above=result.above)
 
 
 def load(path: Path) -> TopK:
     with np.load(path, allow_pickle=False) as data:
-        return TopK(data["sims"], data["ids"])
+        return TopK(data["sims"], data["ids"], data["above"])
 
 
 def scan_shards(eval_vectors: np.ndarray, shards: Iterable[tuple[str, Path, int]], work: Path,
-                k: int = DEFAULT_K, chunk: int = DEFAULT_CHUNK) -> TopK:  # fmt: skip
+                k: int = DEFAULT_K, chunk: int = DEFAULT_CHUNK, count_above: float = 0.9) -> TopK:  # fmt: skip
     """Scan (name, .npy path, global offset) shards in-process, reusing saved shard results."""
     total = TopK.empty(len(eval_vectors), k)
     for name, path, offset in shards:
-        done = work / f"{name}.topk.npz"
+        done = work / f"{name}.k{k}.above{count_above}.topk.npz"
         if not done.exists():
-            save(scan_matrix(eval_vectors, np.load(path, mmap_mode="r", allow_pickle=False), offset, k, chunk), done)
+            corpus = np.load(path, mmap_mode="r", allow_pickle=False)
+            save(scan_matrix(eval_vectors, corpus, offset, k, chunk, count_above), done)
         total = merge(total, load(done))
     return total
 
