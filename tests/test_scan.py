@@ -71,3 +71,36 @@ def test_small_corpora_pad_and_bad_vectors_fail(vectors):
     a, b = TopK.empty(2, 3), TopK.empty(2, 3)
     assert (merge(a, b).above == 0).all()
     assert (merge(a, b).ids == -1).all()
+
+
+def test_clip_retrieval_layout_with_recipe_and_captions(vectors, tmp_path):
+    import json
+    from dataclasses import asdict
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from lmms_contam.corpus.embed import Recipe
+    from lmms_contam.corpus.sources import lookup, open_corpus
+
+    queries, corpus = vectors
+    (tmp_path / "img_emb").mkdir()
+    (tmp_path / "metadata").mkdir()
+    parts = np.array_split(corpus, 3)
+    for i, rows in enumerate(parts):
+        np.save(tmp_path / "img_emb" / f"img_emb_{i}.npy", rows.astype(np.float16))
+        start = sum(len(p) for p in parts[:i])
+        captions = [f"caption {start + j}" for j in range(len(rows))]
+        table = pa.table({"caption": captions, "url": [f"http://img/{start + j}.jpg" for j in range(len(rows))]})
+        pq.write_table(table, tmp_path / "metadata" / f"metadata_{i}.parquet")
+    with pytest.raises(ValueError, match="no recipe.json"):
+        open_corpus(tmp_path)
+    recipe = Recipe("open_clip", "ViT-L-14", "openai", "Resize(224)", "float16")
+    (tmp_path / "recipe.json").write_text(json.dumps(asdict(recipe)))
+    shards, found_recipe = open_corpus(tmp_path)
+    assert found_recipe == recipe and [s.offset for s in shards] == [0, len(parts[0]), len(parts[0]) + len(parts[1])]
+    result = scan_shards(queries, [(s.name, s.vectors, s.offset) for s in shards], tmp_path / "work", k=3)
+    matches = lookup(shards, result.ids[:5, 0])
+    assert [m["caption"] for m in matches] == ["caption 10", "caption 999", "caption 2500", "caption 4000",
+                                               "caption 4999"]  # fmt: skip
+    assert matches[0]["url"] == "http://img/10.jpg"

@@ -1,0 +1,74 @@
+"""Precomputed corpus embeddings in the clip-retrieval layout, with the captions that travel with them.
+
+    <corpus>/img_emb/img_emb_0.npy, img_emb_1.npy, ...   (float16/float32, one row per image)
+    <corpus>/metadata/metadata_0.parquet, ...             (same rows; caption and url columns)
+    <corpus>/recipe.json                                  (how the vectors were made; see embed.Recipe)
+
+Public dumps carry no recipe file, and a cosine means something only between vectors of the same
+recipe, so the user writes recipe.json once (e.g. LAION's ViT-L/14 embeddings of 256 px resizes).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from lmms_contam.corpus.embed import Recipe
+
+SHARD = re.compile(r"img_emb_(\d+)\.npy$")
+
+
+@dataclass(frozen=True)
+class EmbeddingShard:
+    name: str
+    vectors: Path
+    metadata: Path | None
+    offset: int  # global id of its first row
+    rows: int
+
+
+def open_corpus(folder: str | Path) -> tuple[list[EmbeddingShard], Recipe]:
+    folder = Path(folder)
+    recipe_path = folder / "recipe.json"
+    if not recipe_path.exists():
+        raise ValueError(f"{folder}: no recipe.json; write how these vectors were made (model, weights, "
+                         "preprocessing, dtype) so they are only compared with vectors made the same way")  # fmt: skip
+    recipe = Recipe(**json.loads(recipe_path.read_text()))
+    found = sorted((int(m[1]), p) for p in folder.rglob("img_emb_*.npy") if (m := SHARD.search(p.name)))
+    if not found:
+        raise ValueError(f"{folder}: no img_emb_N.npy shards")
+    shards, offset = [], 0
+    for number, path in found:
+        vectors = np.load(path, mmap_mode="r", allow_pickle=False)
+        metadata = next(iter(folder.rglob(f"metadata_{number}.parquet")), None)
+        if metadata is not None and pq.ParquetFile(metadata).metadata.num_rows != len(vectors):
+            raise ValueError(
+                f"{metadata}: {pq.ParquetFile(metadata).metadata.num_rows} rows for {len(vectors)} vectors"
+            )
+        shards.append(EmbeddingShard(path.stem, path, metadata, offset, len(vectors)))
+        offset += len(vectors)
+    return shards, recipe
+
+
+def lookup(shards: list[EmbeddingShard], ids: np.ndarray, columns: tuple[str, ...] = ("caption", "url")) -> list[dict]:
+    """Caption and url of each global corpus id (empty strings where a shard has no metadata)."""
+    starts = np.array([s.offset for s in shards])
+    wanted: dict[int, list[int]] = {}
+    for global_id in {int(i) for i in np.asarray(ids).ravel() if i >= 0}:
+        wanted.setdefault(int(np.searchsorted(starts, global_id, side="right") - 1), []).append(global_id)
+    found: dict[int, dict] = {}
+    for index, global_ids in wanted.items():
+        shard = shards[index]
+        if shard.metadata is None:
+            continue
+        present = [c for c in columns if c in pq.ParquetFile(shard.metadata).schema_arrow.names]
+        table = pq.read_table(shard.metadata, columns=present)
+        for global_id in global_ids:
+            row = table.slice(global_id - shard.offset, 1).to_pylist()[0]
+            found[global_id] = {c: str(row.get(c) or "") for c in columns}
+    return [found.get(int(i), dict.fromkeys(columns, "")) for i in np.asarray(ids).ravel()]
