@@ -113,6 +113,23 @@ def _perturb(args: argparse.Namespace) -> int:
     return 0
 
 
+def _scan(args: argparse.Namespace) -> int:
+    from lmms_contam.corpus.run import make_embedder, scan_benchmark
+
+    try:
+        embedder = make_embedder(args.embedder, args.device)
+        for benchmark in args.eval.split(","):
+            summary = scan_benchmark(benchmark, args.corpus, args.out, embedder, originals=args.originals,
+                                     k=args.k, threshold=args.threshold)  # fmt: skip
+            print(f"{benchmark}: image-only contamination rate {summary['image_only_rate']:.3f} "
+                  f"(similarity > {args.threshold}, {summary['images']} images, "
+                  f"{summary['corpus_rows']} corpus rows)")  # fmt: skip
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"lmms-contam scan: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lmms-contam",
@@ -195,6 +212,35 @@ def build_parser() -> argparse.ArgumentParser:
         "then run once without --shard to assemble the set (no stage is repeated)",
     )
     perturb.set_defaults(run=_perturb)
+
+    scan = commands.add_parser(
+        "scan",
+        help="image-only contamination rate of benchmarks against a corpus of image embeddings",
+        description="Embed each benchmark's images, scan every corpus shard exactly (streaming top-k, resumable "
+        "per shard) and write <out>/<benchmark>.matches.parquet (per image: best similarity, matches above the "
+        "threshold, top-k ids, similarities, captions, urls) and <out>/<benchmark>.summary.json (rates over "
+        "0.8-0.99). The corpus is in the clip-retrieval layout with a recipe.json naming how its vectors were "
+        "made; the embedder must match it.",
+    )
+    scan.add_argument("--eval", required=True, help="comma-separated benchmarks: mmstar,realworldqa,naturalbench")
+    scan.add_argument("--corpus", required=True, help="folder with img_emb/img_emb_N.npy, metadata/, recipe.json")
+    scan.add_argument("--out", required=True, help="output folder")
+    scan.add_argument(
+        "--embedder",
+        default="open_clip:ViT-L-14/openai",
+        help="open_clip:MODEL/PRETRAINED (default, the paper's) or efficientnet-lite0 (offline)",
+    )
+    scan.add_argument(
+        "--threshold",
+        type=float,
+        default=0.9,
+        help="similarity above which an image counts as contaminated (0.9 for CLIP; "
+        "efficientnet-lite0 has its own calibrated 0.5)",
+    )
+    scan.add_argument("--k", type=int, default=10, help="matches kept per eval image (default 10)")
+    scan.add_argument("--originals", help="a local copy of the benchmark (default: lmms-eval's hub id)")
+    scan.add_argument("--device", default="cpu", help="torch device for the embedder")
+    scan.set_defaults(run=_scan)
     return parser
 
 

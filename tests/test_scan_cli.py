@@ -1,0 +1,80 @@
+"""`lmms-contam scan` end to end with the offline embedder: planted copies found, strangers not."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from dataclasses import asdict
+
+import datasets
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from fixtures import mmstar_rows, real_photos
+from PIL import Image, ImageOps
+
+from lmms_contam.corpus.embed import EfficientNetLite0Embedder
+
+pytestmark = pytest.mark.slow
+
+
+def jpeg(image: Image.Image) -> Image.Image:
+    buffer = io.BytesIO()
+    image.save(buffer, format="JPEG", quality=60)
+    return Image.open(io.BytesIO(buffer.getvalue())).convert("RGB")
+
+
+def test_scan_finds_planted_copies_with_their_captions(tmp_path):
+    from sklearn.datasets import load_sample_images
+
+    photos = [Image.open(io.BytesIO(p)).convert("RGB") for p in real_photos(size=224)]
+    rows = mmstar_rows(real_photos(size=224))
+    table = [{"index": int(r["original_id"]), "question": r["question"], "answer": r["original_answer"],
+              "category": r["category"], "l2_category": r["l2_category"], "image": r["original_image"]}
+             for r in rows]  # fmt: skip
+    originals = tmp_path / "mmstar.parquet"
+    datasets.Dataset.from_list(table).cast_column("image", datasets.Image()).to_parquet(str(originals))
+
+    planted = [ImageOps.mirror(photos[0]), jpeg(photos[1]), photos[2].crop((10, 10, 200, 200)), jpeg(photos[3])]
+    strangers = photos[12:16] + [Image.fromarray(a) for a in load_sample_images().images]
+    corpus_images = strangers[:3] + planted + strangers[3:]
+    captions = [f"stranger {i}" for i in range(3)] + [f"copy of item {i}" for i in range(4)] + ["stranger 3",
+                "stranger 4", "stranger 5"]  # fmt: skip
+    embedder = EfficientNetLite0Embedder()
+    vectors = embedder.embed(corpus_images)
+    corpus = tmp_path / "corpus"
+    (corpus / "img_emb").mkdir(parents=True)
+    (corpus / "metadata").mkdir()
+    for shard, (start, stop) in enumerate(((0, 5), (5, 10))):
+        np.save(corpus / "img_emb" / f"img_emb_{shard}.npy", vectors[start:stop])
+        pq.write_table(pa.table({"caption": captions[start:stop], "url": [f"u{i}" for i in range(start, stop)]}),
+                       corpus / "metadata" / f"metadata_{shard}.parquet")  # fmt: skip
+    (corpus / "recipe.json").write_text(json.dumps(asdict(embedder.recipe)))
+
+    out = tmp_path / "scans"
+    command = [sys.executable, "-m", "lmms_contam.cli", "scan", "--eval", "mmstar", "--corpus", str(corpus),
+               "--out", str(out), "--embedder", "efficientnet-lite0", "--threshold", "0.5", "--k", "3",
+               "--originals", str(originals)]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "mmstar: image-only contamination rate 0.333" in done.stdout
+    summary = json.loads((out / "mmstar.summary.json").read_text())
+    assert (
+        summary["images"] == 12 and summary["corpus_rows"] == 10 and summary["recipe"]["family"] == "efficientnet_lite0"
+    )
+    matches = {r["original_id"]: r for r in datasets.load_dataset("parquet", data_files=str(out / "mmstar.matches.parquet"),
+                                                                  split="train")}  # fmt: skip
+    for i in range(4):
+        assert matches[str(i)]["top_captions"][0] == f"copy of item {i}"
+        assert matches[str(i)]["matches_above_threshold"] == 1
+    assert all(matches[str(i)]["max_similarity"] < 0.5 for i in range(4, 12))
+    rerun = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert rerun.stdout == done.stdout
+
+    other = json.loads((corpus / "recipe.json").read_text())
+    (corpus / "recipe.json").write_text(json.dumps({**other, "dtype": "float16"}))
+    refused = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert refused.returncode == 2 and "different recipes" in refused.stderr
