@@ -62,11 +62,10 @@ def test_scan_finds_planted_copies_with_their_captions(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "mmstar: image-only contamination rate 0.333" in done.stdout
     summary = json.loads((out / "mmstar.summary.json").read_text())
-    assert (
-        summary["images"] == 12 and summary["corpus_rows"] == 10 and summary["recipe"]["family"] == "efficientnet_lite0"
-    )
-    matches = {r["original_id"]: r for r in datasets.load_dataset("parquet", data_files=str(out / "mmstar.matches.parquet"),
-                                                                  split="train")}  # fmt: skip
+    assert (summary["images"], summary["corpus_rows"]) == (12, 10)
+    assert summary["recipe"]["family"] == "efficientnet_lite0"
+    found = datasets.load_dataset("parquet", data_files=str(out / "mmstar.matches.parquet"), split="train")
+    matches = {r["original_id"]: r for r in found}
     for i in range(4):
         assert matches[str(i)]["top_captions"][0] == f"copy of item {i}"
         assert matches[str(i)]["matches_above_threshold"] == 1
