@@ -15,10 +15,10 @@ from pathlib import Path
 
 import datasets
 from PIL import Image as PILImage
-from PIL import ImageFile
 from tqdm.auto import tqdm
 
 from lmms_contam.atomic import atomic_path
+from lmms_contam.imaging import strict_decoding
 
 SCHEMA_VERSION = 1
 
@@ -128,25 +128,17 @@ def validate(dataset: datasets.Dataset, benchmark: str, source: str) -> None:
 
 
 def _check_images(dataset: datasets.Dataset, source: str, item_ids: list[str]) -> None:
-    """Decode every image once, so a broken file fails here and not mid-evaluation.
-
-    lmms-eval sets PIL's LOAD_TRUNCATED_IMAGES for the whole process, which silently pads a cut-off
-    file with grey; the check turns it off while it runs.
-    """
+    """Decode every image once, so a broken file fails here and not mid-evaluation."""
     raw = dataset.select_columns(list(IMAGE_COLUMNS))
     for column in IMAGE_COLUMNS:
         raw = raw.cast_column(column, datasets.Image(decode=False))
     progress = tqdm(total=len(raw), desc=f"lmms-contam: checking images of {source}", disable=len(raw) < 200)
-    lenient = ImageFile.LOAD_TRUNCATED_IMAGES
-    ImageFile.LOAD_TRUNCATED_IMAGES = False
-    try:
+    with strict_decoding():
         for row, record in enumerate(raw):
             for column in IMAGE_COLUMNS:
                 _decode_or_fail(record[column], f"{source}: row {row} (item_id {item_ids[row]!r}), column {column!r}")
             progress.update(1)
-    finally:
-        ImageFile.LOAD_TRUNCATED_IMAGES = lenient
-        progress.close()
+    progress.close()
 
 
 def _decode_or_fail(value: dict | None, where: str) -> None:

@@ -69,7 +69,11 @@ def test_recipes_never_mix_and_bad_vectors_are_refused(tiny_clip, photos, tmp_pa
         read_embeddings(tmp_path / "orphan.npy")
 
 
-def test_odd_images_become_rgb_and_broken_ones_fail_clearly(photos):
+@pytest.mark.parametrize("lenient_pil", [False, True], ids=["strict", "lmms-eval-sets-LOAD_TRUNCATED_IMAGES"])
+def test_odd_images_become_rgb_and_broken_ones_fail_clearly(photos, lenient_pil, monkeypatch):
+    from PIL import ImageFile
+
+    monkeypatch.setattr(ImageFile, "LOAD_TRUNCATED_IMAGES", lenient_pil)
     photo = photos[0].convert("RGB")
     cmyk = photo.convert("CMYK")
     sixteen = Image.fromarray(np.asarray(photo.convert("L"), dtype=np.uint16) * 257)

@@ -17,6 +17,7 @@ import numpy as np
 from PIL import Image, ImageSequence
 
 from lmms_contam.atomic import atomic_path
+from lmms_contam.imaging import strict_decoding
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ def decode(data: bytes, where: str) -> Image.Image:
     if not data:
         raise ValueError(f"{where}: empty file")
     try:
-        with Image.open(io.BytesIO(data)) as image:
+        with strict_decoding(), Image.open(io.BytesIO(data)) as image:
             image.load()
             return to_rgb(image)
     except (OSError, SyntaxError, ValueError) as exc:
