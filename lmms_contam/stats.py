@@ -106,11 +106,13 @@ def compare_paired(
     *,
     n_resamples: int = DEFAULT_RESAMPLES,
     confidence: float = 0.95,
+    with_ci: bool = True,
 ) -> PairedComparison:
     """Everything the verdict needs from one model on one benchmark.
 
     Pairs are put in id order first, and the bootstrap seed comes from the ids, so the result does
-    not depend on the order the harness happened to score them in.
+    not depend on the order the harness happened to score them in. with_ci=False skips the
+    bootstrap (the CI fields are then NaN) for callers that need only the point figures.
     """
     order = np.argsort(np.asarray(pair_ids, dtype=str), kind="stable")
     ids = [str(pair_ids[i]) for i in order]
@@ -118,8 +120,12 @@ def compare_paired(
     b = np.asarray(perturbed, dtype=int)[order]
     s = None if strata is None else np.asarray(strata)[order]
     acc_a, acc_b = accuracy(a, s), accuracy(b, s)
-    low, high = paired_bootstrap_ci(
-        a, b, s, seed=stable_seed("paired-bootstrap", *ids), n_resamples=n_resamples, confidence=confidence
+    low, high = (
+        paired_bootstrap_ci(
+            a, b, s, seed=stable_seed("paired-bootstrap", *ids), n_resamples=n_resamples, confidence=confidence
+        )
+        if with_ci
+        else (float("nan"), float("nan"))
     )
     right_to_wrong, wrong_to_right = discordant_counts(a, b)
     return PairedComparison(

@@ -39,6 +39,12 @@ def originals(tmp_path_factory):
     return root / "mmstar.parquet", expected
 
 
+@pytest.fixture(scope="module")
+def flux(tmp_path_factory):
+    """One tiny Flux ControlNet for every run in this module (each test used to build its own)."""
+    return build_tiny_flux_controlnet(tmp_path_factory.mktemp("flux"))
+
+
 def judge_script(expected: dict[str, str], ambiguous: str):
     def script(body, n):
         content = body["messages"][0]["content"]
@@ -74,10 +80,9 @@ def perturb(*args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=600, env=env)  # fmt: skip
 
 
-def test_pipeline_builds_a_set_the_tasks_load_and_a_rerun_repeats_nothing(originals, tmp_path):
+def test_pipeline_builds_a_set_the_tasks_load_and_a_rerun_repeats_nothing(originals, flux, tmp_path):
     parquet, expected = originals
     ambiguous = next(iter(expected))
-    flux = build_tiny_flux_controlnet(tmp_path / "flux")
     out = tmp_path / "out"
     with LoopbackServer(judge_script(expected, ambiguous)) as server:
         config = write_config(tmp_path, server, flux)
@@ -122,14 +127,13 @@ def _dataset_rows(path) -> list[tuple]:
     return sorted((r["item_id"], r["new_answer"], r["image"]["bytes"]) for r in data)
 
 
-def test_sigkill_at_random_points_then_rerun_gives_the_uninterrupted_result(originals, tmp_path):
+def test_sigkill_at_random_points_then_rerun_gives_the_uninterrupted_result(originals, flux, tmp_path):
     """Killed three times mid-run, then rerun to the end: the same set, and only calls in flight repeat."""
     import random
     import signal
     import time
 
     parquet, expected = originals
-    flux = build_tiny_flux_controlnet(tmp_path / "flux")
     env = {**os.environ, "LMMS_CONTAM_TEST_KEY": SECRET}
     script = judge_script(expected, ambiguous="")
 
@@ -168,9 +172,8 @@ def test_sigkill_at_random_points_then_rerun_gives_the_uninterrupted_result(orig
     assert not list((tmp_path / "killed").rglob("*.tmp"))
 
 
-def test_shards_split_the_work_and_the_assembly_repeats_none_of_it(originals, tmp_path):
+def test_shards_split_the_work_and_the_assembly_repeats_none_of_it(originals, flux, tmp_path):
     parquet, expected = originals
-    flux = build_tiny_flux_controlnet(tmp_path / "flux")
     out = tmp_path / "out"
     with LoopbackServer(judge_script(expected, ambiguous="")) as server:
         config = write_config(tmp_path, server, flux)
@@ -186,10 +189,9 @@ def test_shards_split_the_work_and_the_assembly_repeats_none_of_it(originals, tm
     assert perturb(*common, "--shard", "2/2").returncode == 2
 
 
-def test_human_review_decisions_feed_back_into_the_set(originals, tmp_path):
+def test_human_review_decisions_feed_back_into_the_set(originals, flux, tmp_path):
     parquet, expected = originals
     ambiguous = next(iter(expected))
-    flux = build_tiny_flux_controlnet(tmp_path / "flux")
     out = tmp_path / "out"
     with LoopbackServer(judge_script(expected, ambiguous)) as server:
         config = write_config(tmp_path, server, flux)

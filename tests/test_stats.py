@@ -106,3 +106,11 @@ def test_accuracy_ci_brackets_the_accuracy():
     low, high = stats.bootstrap_accuracy_ci(correct, seed=1)
     assert low < 0.3 < high
     assert high - low == pytest.approx(2 * 1.96 * (0.3 * 0.7 / 100) ** 0.5, abs=0.03)
+
+
+def test_point_figures_do_not_need_the_bootstrap():
+    ids, a, b = [f"i{i}" for i in range(50)], [1, 0] * 25, [0, 0, 1, 1, 0] * 10
+    full = stats.compare_paired(ids, a, b, n_resamples=500)
+    quick = stats.compare_paired(ids, a, b, with_ci=False)
+    assert (quick.delta, quick.mcnemar_p, quick.right_to_wrong) == (full.delta, full.mcnemar_p, full.right_to_wrong)
+    assert np.isnan(quick.ci_low) and not np.isnan(full.ci_low)

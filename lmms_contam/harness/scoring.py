@@ -74,7 +74,7 @@ realworldqa_paired_results = _paired("realworldqa")
 naturalbench_paired_results = _paired("naturalbench")
 
 
-def paired_comparison(records: list[dict]) -> stats.PairedComparison:
+def paired_comparison(records: list[dict], with_ci: bool = True) -> stats.PairedComparison:
     """Join the two versions of each item; an item seen in only one version is left out, with a warning."""
     by_item: dict[str, dict[str, dict]] = defaultdict(dict)
     for record in records:
@@ -92,12 +92,16 @@ def paired_comparison(records: list[dict]) -> stats.PairedComparison:
         [complete[i]["original"]["correct"] for i in items],
         [complete[i]["perturbed"]["correct"] for i in items],
         strata if all(strata) else None,
+        with_ci=with_ci,
     )
 
 
 def _paired_statistic(field: str) -> Callable[[list[dict]], float]:
+    # Each metric aggregates on its own; only the two CI bounds pay for the bootstrap.
+    needs_ci = field in ("ci_low", "ci_high")
+
     def aggregate(records: list[dict]) -> float:
-        return float(getattr(paired_comparison(records), field))
+        return float(getattr(paired_comparison(records, with_ci=needs_ci), field))
 
     aggregate.__name__ = field
     return aggregate
