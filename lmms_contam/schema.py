@@ -56,6 +56,8 @@ BENCHMARK_COLUMNS: dict[str, BenchmarkColumns] = {
     "mmstar": BenchmarkColumns(extra=("category", "l2_category"), answer_style="letter"),
     "realworldqa": BenchmarkColumns(extra=(), answer_style="letter"),
     "naturalbench": BenchmarkColumns(extra=("question_type", "group_id", "group_slot"), answer_style="text"),
+    # The controlled experiment's procedural benchmark (lmms_contam.synthetic), in MMStar's layout.
+    "synthetic": BenchmarkColumns(extra=("category", "l2_category"), answer_style="letter"),
 }
 
 NATURALBENCH_SLOTS = ("q0_i0", "q0_i1", "q1_i0", "q1_i1")

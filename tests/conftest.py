@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from fixtures import write_fixture_sets  # noqa: E402
 
-BENCHMARKS = ("mmstar", "realworldqa", "naturalbench")
+BENCHMARKS = ("mmstar", "realworldqa", "naturalbench", "synthetic")
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -15,6 +15,7 @@ import numpy as np
 from PIL import Image
 
 from lmms_contam.schema import SCHEMA_VERSION, option_letters, write_parquet
+from lmms_contam.synthetic.benchmark import build_test_set
 
 SKIMAGE_PHOTOS = (
     "astronaut", "chelsea", "coffee", "rocket", "hubble_deep_field", "retina", "immunohistochemistry",
@@ -157,7 +158,10 @@ def write_fixture_sets(folder: Path) -> dict[str, Path]:
     """One parquet file per benchmark; returns {benchmark: path}."""
     photos = real_photos()
     builders = {"mmstar": mmstar_rows, "realworldqa": realworldqa_rows, "naturalbench": naturalbench_rows}
-    return {name: write_parquet(build(photos), name, folder / f"{name}.parquet") for name, build in builders.items()}
+    sets = {name: write_parquet(build(photos), name, folder / f"{name}.parquet") for name, build in builders.items()}
+    # The controlled experiment's benchmark is procedural: its own builder writes the fixture.
+    sets["synthetic"] = build_test_set(12, folder / "synthetic.parquet")
+    return sets
 
 
 def answers_right(benchmark: str, row: dict, response: str, variant: str) -> int:

@@ -22,7 +22,7 @@ BUILTIN_YAML = {
 
 def test_the_glob_finds_every_task():
     names = {yaml.safe_load(p.read_text().replace("!function", ""))["task"] for p in TASK_YAMLS}
-    expected = {f"{b}_{v}" for b in BUILTIN_YAML for v in ("perturbed", "original", "contam")}
+    expected = {f"{b}_{v}" for b in (*BUILTIN_YAML, "synthetic") for v in ("perturbed", "original", "contam")}
     assert names == expected
 
 

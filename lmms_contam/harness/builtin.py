@@ -106,4 +106,13 @@ BUILTIN_TASKS: dict[str, BuiltinTask] = {
         shape_doc=_naturalbench_doc,
         read_correct=lambda doc, out: int(out["naturalbench_G_ACC"]["score"] == naturalbench_gold_value(doc["Answer"])),
     ),
+    # The controlled experiment's benchmark is written in MMStar's layout and scored by MMStar's code.
+    "synthetic": BuiltinTask(
+        benchmark="synthetic",
+        module="lmms_eval.tasks.mmstar.utils",
+        process_results="mmstar_process_results",
+        image_field="image",
+        shape_doc=_mmstar_doc,
+        read_correct=lambda _doc, out: int(out["average"]["score"]),
+    ),
 }

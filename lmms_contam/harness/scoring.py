@@ -69,9 +69,11 @@ def _paired(benchmark: str) -> Callable[[dict, list], dict]:
 mmstar_process_results = _single_variant("mmstar")
 realworldqa_process_results = _single_variant("realworldqa")
 naturalbench_process_results = _single_variant("naturalbench")
+synthetic_process_results = _single_variant("synthetic")
 mmstar_paired_results = _paired("mmstar")
 realworldqa_paired_results = _paired("realworldqa")
 naturalbench_paired_results = _paired("naturalbench")
+synthetic_paired_results = _paired("synthetic")
 
 
 def paired_comparison(records: list[dict], with_ci: bool = True) -> stats.PairedComparison:

@@ -1,0 +1,130 @@
+"""The synthetic benchmark: items, training data, and the perturbed set in the plugin's schema.
+
+The test set goes through the same stages as a real benchmark (answer swap, then an editor behind
+the `Editor` interface), so the plugin's tasks, statistics and report run on it unchanged. Test,
+training and control items draw their scenes from disjoint id namespaces.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+from PIL import Image
+from tqdm.auto import tqdm
+
+from lmms_contam.items import Item, Skipped
+from lmms_contam.perturb.edit import EditRequest
+from lmms_contam.perturb.swap import swap_answer
+from lmms_contam.schema import SCHEMA_VERSION, option_letters, write_parquet
+from lmms_contam.synthetic.scenes import KINDS, Scene, counterfactual, draw_scene, render
+from lmms_contam.synthetic.train import Example
+
+BENCHMARK = "synthetic"
+
+
+def example(scene: Scene) -> Example:
+    return Example(render(scene), scene.question_text(), scene.letter)
+
+
+def scenes(prefix: str, count: int, seed: int, start: int = 0) -> list[tuple[str, Scene]]:
+    ids = [f"{prefix}-{i:06d}" for i in range(start, start + count)]
+    return [(item_id, draw_scene(item_id, seed)) for item_id in ids]
+
+
+def test_scenes(count: int, seed: int = 0) -> list[tuple[str, Scene]]:
+    return scenes(BENCHMARK, count, seed)
+
+
+def training_batches(seed: int, batch_size: int) -> Iterator[list[Example]]:
+    """Fresh training scenes for every batch, never a test id: the clean model's data."""
+    start = 0
+    while True:
+        yield [example(scene) for _, scene in scenes(f"train{seed}", batch_size, seed, start)]
+        start += batch_size
+
+
+def control_examples(count: int, seed: int) -> list[Example]:
+    """As many fresh non-test items as the test set: what the control model is fine-tuned on."""
+    return [example(scene) for _, scene in scenes(f"control{seed}", count, seed)]
+
+
+def to_item(item_id: str, scene: Scene) -> Item:
+    kind = KINDS[scene.kind]
+    return Item(BENCHMARK, item_id, scene.question_text(), kind.options, scene.letter, render(scene),
+                {"category": scene.kind, "l2_category": scene.kind})  # fmt: skip
+
+
+def swapped_answer(item: Item, seed: int) -> int:
+    """The counterfactual's answer index, from the pipeline's own answer swap."""
+    new_answer = swap_answer(item, seed)
+    if isinstance(new_answer, Skipped):  # four options always: a skip here is a bug
+        raise RuntimeError(f"{item.original_id}: {new_answer.reason}")
+    return option_letters(4).index(new_answer)
+
+
+class ProceduralEditor:
+    """Redraws a known scene so that the option named by the caption is right; the layout stays.
+
+    The ideal counterfactual: it separates the detector's validity from diffusion quality.
+    """
+
+    def __init__(self, scenes_by_key: Mapping[str, Scene]) -> None:
+        self.scenes = scenes_by_key
+
+    def describe(self) -> dict:
+        return {"editor": "procedural", "scenes": len(self.scenes)}
+
+    def edit(self, requests: Sequence[EditRequest]) -> list[Image.Image]:
+        images = []
+        for request in requests:
+            if request.key not in self.scenes:
+                raise KeyError(f"procedural editor: no scene for item {request.key!r}")
+            scene = self.scenes[request.key]
+            options = KINDS[scene.kind].options
+            if request.caption not in options:
+                raise ValueError(f"procedural editor: caption {request.caption!r} is not one of {options}")
+            images.append(render(counterfactual(scene, options.index(request.caption))))
+        return images
+
+
+def build_test_set(count: int, out: str | Path, seed: int = 0) -> Path:
+    """Write `count` items with their counterfactuals as a perturbed set (parquet, schema v1)."""
+    drawn = test_scenes(count, seed)
+    editor = ProceduralEditor(dict(drawn))
+    rows = []
+    for item_id, scene in tqdm(drawn, desc="synthetic benchmark", disable=count < 500):
+        item = to_item(item_id, scene)
+        new_index = swapped_answer(item, seed)
+        new_answer = option_letters(4)[new_index]
+        request = EditRequest(item_id, item.image, item.options[new_index], seed)
+        (edited,) = editor.edit([request])
+        rows.append({
+            "item_id": item_id,
+            "original_id": item_id,
+            "benchmark": BENCHMARK,
+            "question": item.question,
+            "options": list(item.options),
+            "original_answer": item.answer,
+            "new_answer": new_answer,
+            "original_image": item.image,
+            "image": edited,
+            "provenance": json.dumps({"generator": "lmms_contam.synthetic", "seed": seed, **editor.describe()}),
+            "schema_version": SCHEMA_VERSION,
+            **item.extra,
+        })  # fmt: skip
+    return write_parquet(rows, BENCHMARK, out)
+
+
+def original_examples(count: int, seed: int = 0) -> list[Example]:
+    """The test items as a contaminated training set would hold them: original image, original gold."""
+    return [example(scene) for _, scene in test_scenes(count, seed)]
+
+
+def perturbed_examples(count: int, seed: int = 0) -> list[Example]:
+    """The counterfactuals exactly as `build_test_set` writes them (same swap, same editor)."""
+    out = []
+    for item_id, scene in test_scenes(count, seed):
+        out.append(example(counterfactual(scene, swapped_answer(to_item(item_id, scene), seed))))
+    return out

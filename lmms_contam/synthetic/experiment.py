@@ -1,0 +1,213 @@
+"""The controlled-contamination experiment, end to end: data, models, lmms-eval, report, checks.
+
+Does the perturbation delta separate contaminated models from clean ones, and grow with the degree
+of contamination? Every model is evaluated by lmms-eval on the plugin's paired task and read back
+by the report code; this module only adds the per-model table and the pass/fail checks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from scipy import stats as scipy_stats
+
+from lmms_contam.atomic import atomic_path
+from lmms_contam.harness.datasets import env_var
+from lmms_contam.report import analysis
+from lmms_contam.report.build import build as build_report
+from lmms_contam.synthetic import benchmark
+from lmms_contam.synthetic.evaluate import evaluate
+from lmms_contam.synthetic.models import ModelSpec, Recipe, build_models, plan
+
+FLAG_P = 0.01  # "flagged": delta < 0 with McNemar p below this
+CLEAN_ALPHA = 0.05  # clean models and controls must not be significant at this level
+
+
+@dataclass(frozen=True)
+class Setup:
+    recipe: Recipe = Recipe()
+    seeds: tuple[int, ...] = (0, 1, 2)
+    strategies: tuple[str, ...] = ("full", "lora")
+    degrees: tuple[int, ...] | None = None  # None: the recipe's three degrees
+    control: bool = True
+
+
+DEMO = Setup(recipe=Recipe(test_items=500), seeds=(0,), degrees=(Recipe().degrees[-1],))
+FULL = Setup()
+
+
+class SetupMismatch(ValueError):
+    """The working folder holds models made with other settings; mixing them would be wrong."""
+
+
+def _claim_folder(out: Path, setup: Setup) -> None:
+    """Record the recipe on first use; refuse a folder whose models came from another recipe."""
+    record = out / "recipe.json"
+    wanted = asdict(setup.recipe)
+    if record.exists():
+        found = json.loads(record.read_text())
+        if found != json.loads(json.dumps(wanted)):
+            raise SetupMismatch(f"{out} holds models trained with another recipe ({record}); use another --out")
+        return
+    with atomic_path(record) as tmp:
+        tmp.write_text(json.dumps(wanted, indent=2))
+
+
+@dataclass
+class Row:
+    model: str
+    strategy: str
+    degree: int
+    seed: int
+    acc_original: float
+    acc_perturbed: float
+    delta: float
+    ci: tuple[float, float]
+    mcnemar_p: float
+    verdict: str
+    by_kind: dict[str, float]  # accuracy on the original items per question kind
+    kind_p: dict[str, float]  # one-sided binomial p of that accuracy against chance (0.25)
+
+
+@dataclass
+class Check:
+    claim: str
+    passed: bool
+    detail: str
+
+
+@dataclass
+class Outcome:
+    rows: list[Row]
+    checks: list[Check] = field(default_factory=list)
+    report_html: Path | None = None
+    seconds: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return all(check.passed for check in self.checks)
+
+
+def _row(spec: ModelSpec, result: analysis.BenchmarkResult) -> Row:
+    c = result.comparison
+    by_kind, kind_p = {}, {}
+    for category in result.categories:
+        by_kind[category.name] = category.acc_original
+        hits = round(category.acc_original * category.n)
+        kind_p[category.name] = float(scipy_stats.binomtest(hits, category.n, 0.25, alternative="greater").pvalue)
+    return Row(spec.name, spec.strategy, spec.degree, spec.seed, c.acc_original, c.acc_perturbed, c.delta,
+               (c.ci_low, c.ci_high), c.mcnemar_p, result.verdict, by_kind, kind_p)  # fmt: skip
+
+
+def check(rows: list[Row]) -> list[Check]:
+    """The issue's claims, each as a check that can fail."""
+    checks = []
+    for row in rows:
+        if row.strategy in ("clean", "control"):
+            flagged = row.delta < 0 and row.mcnemar_p < CLEAN_ALPHA
+            checks.append(Check(f"{row.model} (seed {row.seed}) not flagged", not flagged,
+                                f"delta {row.delta:+.3f}, p {row.mcnemar_p:.3g}"))  # fmt: skip
+            above = all(p < 0.01 for p in row.kind_p.values())
+            kinds = ", ".join(f"{k} {v:.2f}" for k, v in sorted(row.by_kind.items()))
+            checks.append(Check(f"{row.model} (seed {row.seed}) above chance on every question kind", above, kinds))
+    clean = {row.seed: row for row in rows if row.strategy == "clean"}
+    for strategy in sorted({r.strategy for r in rows} - {"clean", "control"}):
+        ours = [r for r in rows if r.strategy == strategy]
+        top = max(r.degree for r in ours)
+        for row in (r for r in ours if r.degree == top):
+            gain = row.acc_original - clean[row.seed].acc_original
+            checks.append(Check(f"{row.model} (seed {row.seed}) inflates the original score by at least 0.10",
+                                gain >= 0.10, f"{gain:+.3f} over the clean model"))  # fmt: skip
+            checks.append(Check(f"{row.model} (seed {row.seed}) flagged (delta < 0, McNemar p < {FLAG_P})",
+                                row.delta < 0 and row.mcnemar_p < FLAG_P,
+                                f"delta {row.delta:+.3f}, p {row.mcnemar_p:.3g}"))  # fmt: skip
+        degrees = sorted({r.degree for r in ours})
+        if len(degrees) > 1:
+            points = [(0, clean[seed].delta) for seed in {r.seed for r in ours}]
+            points += [(r.degree, r.delta) for r in ours]
+            rho = scipy_stats.spearmanr([d for d, _ in points], [v for _, v in points]).statistic
+            checks.append(Check(f"{strategy}: delta falls as the degree rises (Spearman <= -0.8, clean = degree 0)",
+                                rho <= -0.8, f"rho {rho:.2f} over {len(points)} models"))  # fmt: skip
+        seeds = {r.seed for r in ours}
+        if len(seeds) > 1:
+            by_degree: dict[int, set[str]] = defaultdict(set)
+            for row in ours:
+                by_degree[row.degree].add(row.verdict)
+            same = all(len(v) == 1 for v in by_degree.values())
+            detail = "; ".join(f"{d} epochs: {', '.join(sorted(v))}" for d, v in sorted(by_degree.items()))
+            checks.append(Check(f"{strategy}: the same verdict for every seed at each degree", same, detail))
+    return checks
+
+
+def run(setup: Setup, out: str | Path) -> Outcome:
+    """Build (or reuse) everything under `out`, then write report.{html,md,json} and experiment.json."""
+    started = time.monotonic()
+    out = Path(out)
+    _claim_folder(out, setup)
+    recipe = setup.recipe
+    test_set = out / "data" / f"synthetic-{recipe.test_items}.parquet"
+    if not test_set.exists():
+        benchmark.build_test_set(recipe.test_items, test_set)
+    specs: list[ModelSpec] = []
+    eval_dirs: dict[str, Path] = {}
+    for seed in setup.seeds:
+        seed_specs = plan(recipe, seed, setup.strategies, setup.control, setup.degrees)
+        folders = build_models(seed_specs, recipe, out / "models")
+        outputs = evaluate(folders, test_set, out / "eval" / f"seed{seed}", out / "logs" / f"lmms-eval-seed{seed}.log")
+        specs += seed_specs
+        eval_dirs.update({f"{seed}/{name}": folder for name, folder in outputs.items()})
+    with _resolving(test_set):  # the report shows flagged image pairs from the set the tasks read
+        results, _ = build_report(list(eval_dirs.values()), markdown=out / "report.md", json_path=out / "report.json",
+                                  html_path=out / "report.html")  # fmt: skip
+    rows = [_row(spec, _result_for(spec, results, out / "models")) for spec in specs]
+    outcome = Outcome(rows, check(rows), out / "report.html", time.monotonic() - started)
+    summary = {"setup": asdict(setup), "rows": [asdict(r) for r in rows], "checks": [asdict(c) for c in outcome.checks],
+               "passed": outcome.passed, "seconds": round(outcome.seconds, 1)}  # fmt: skip
+    with atomic_path(out / "experiment.json") as tmp:
+        tmp.write_text(json.dumps(summary, indent=2))
+    return outcome
+
+
+@contextmanager
+def _resolving(test_set: Path) -> Iterator[None]:
+    name = env_var("synthetic")
+    before = os.environ.get(name)
+    os.environ[name] = str(test_set)
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = before
+
+
+def _result_for(spec: ModelSpec, results: list[analysis.BenchmarkResult], models: Path) -> analysis.BenchmarkResult:
+    """The report labels a model by lmms-eval's model name: the `pretrained` folder for llava_hf."""
+    folder = str(spec.folder(models))
+    found = [r for r in results if r.model == folder or f"pretrained={folder}," in r.model]
+    if len(found) != 1:
+        raise RuntimeError(f"{len(found)} report entries for {folder}; expected exactly one")
+    return found[0]
+
+
+def table(outcome: Outcome) -> str:
+    """The paper's table in miniature, then the checks."""
+    header = ("model", "strategy", "epochs", "seed", "acc original", "acc perturbed", "delta [95% CI]", "McNemar p",
+              "verdict")  # fmt: skip
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for r in outcome.rows:
+        cells = (r.model, r.strategy, r.degree, r.seed, f"{r.acc_original:.3f}", f"{r.acc_perturbed:.3f}",
+                 f"{r.delta:+.3f} [{r.ci[0]:+.3f}, {r.ci[1]:+.3f}]", f"{r.mcnemar_p:.2g}", r.verdict)  # fmt: skip
+        lines.append("| " + " | ".join(map(str, cells)) + " |")
+    lines.append("")
+    for c in outcome.checks:
+        lines.append(f"- [{'x' if c.passed else ' '}] {c.claim}: {c.detail}")
+    return "\n".join(lines)

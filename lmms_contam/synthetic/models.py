@@ -1,0 +1,130 @@
+"""The experiment's models: a clean one trained from scratch, then contaminated and control copies.
+
+Each model is a `save_pretrained` folder that lmms-eval's `llava_hf` loader reads. A folder that
+exists is finished (folders appear by rename), so a rerun after a crash trains only what is missing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from loguru import logger
+
+from lmms_contam.synthetic import benchmark, model, train
+from lmms_contam.synthetic.scenes import KINDS, draw_scene
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Every training setting, fixed before any model is trained (no peeking at p-values)."""
+
+    test_items: int = 1000
+    clean_steps: int = 400
+    clean_lr: float = 1e-3
+    clean_batch: int = 64
+    degrees: tuple[int, ...] = (10, 20, 30)  # fine-tuning epochs on the test items, lowest to highest
+    finetune_batch: int = 16
+    full_lr: float = 1e-3
+    lora_lr: float = 1.5e-3
+    lora_rank: int = 32
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    strategy: str  # "clean", "full", "lora" or "control"
+    degree: int  # fine-tuning epochs (0 for the clean model)
+    seed: int
+
+    def folder(self, root: Path) -> Path:
+        return root / f"seed{self.seed}" / self.name
+
+
+def plan(recipe: Recipe, seed: int, strategies: tuple[str, ...] = ("full", "lora"), control: bool = True,
+         degrees: tuple[int, ...] | None = None) -> list[ModelSpec]:  # fmt: skip
+    """Clean, each strategy at each degree, and the control at the highest degree."""
+    degrees = degrees or recipe.degrees
+    specs = [ModelSpec("clean", "clean", 0, seed)]
+    specs += [ModelSpec(f"{s}-e{d}", s, d, seed) for s in strategies for d in degrees]
+    if control:
+        specs.append(ModelSpec(f"control-e{max(degrees)}", "control", max(degrees), seed))
+    return specs
+
+
+def _tokenizer_corpus() -> list[str]:
+    """Every prompt the model will read, templated as llava_hf templates it, plus the answers."""
+    _, bootstrap = model.new_tiny_llava(model.build_tokenizer(["A B C D"]))
+    questions = [draw_scene("vocabulary", 0, kind).question_text() for kind in sorted(KINDS)]
+    return [train.prompt_text(bootstrap, q) for q in questions] * 4 + ["A", "B", "C", "D"]
+
+
+def train_clean(spec: ModelSpec, recipe: Recipe, root: Path) -> Path:
+    folder = spec.folder(root)
+    if folder.exists():
+        return folder
+    vlm, processor = model.new_tiny_llava(model.build_tokenizer(_tokenizer_corpus()), seed=spec.seed)
+    batcher = train.Batcher(processor)
+    schedule = train.Schedule(lr=recipe.clean_lr, batch_size=recipe.clean_batch)
+    train.fit(vlm, batcher, benchmark.training_batches(spec.seed, recipe.clean_batch), recipe.clean_steps, schedule,
+              desc=f"seed {spec.seed}: clean model")  # fmt: skip
+    return model.save(vlm, processor, folder)
+
+
+def _with_lora(vlm, rank: int):
+    from peft import LoraConfig, get_peft_model
+
+    config = LoraConfig(r=rank, lora_alpha=2 * rank, target_modules="all-linear", lora_dropout=0.0)
+    return get_peft_model(vlm, config)
+
+
+def fine_tune(specs: list[ModelSpec], recipe: Recipe, root: Path, clean: Path) -> list[Path]:
+    """One run per strategy; the degrees are snapshots of it at their epoch counts."""
+    strategy, seed = specs[0].strategy, specs[0].seed
+    folders = [spec.folder(root) for spec in specs]
+    if all(folder.exists() for folder in folders):
+        return folders
+    vlm, processor = model.load(clean)
+    if strategy == "lora":
+        vlm = _with_lora(vlm, recipe.lora_rank)
+    data = (benchmark.control_examples(recipe.test_items, seed) if strategy == "control"
+            else benchmark.original_examples(recipe.test_items))  # fmt: skip
+    steps_per_epoch = -(-len(data) // recipe.finetune_batch)
+    snapshots = {spec.degree * steps_per_epoch: spec for spec in specs}
+    lr = recipe.lora_lr if strategy == "lora" else recipe.full_lr
+
+    def snapshot(step: int) -> None:
+        if step in snapshots:
+            _save(vlm, processor, snapshots[step].folder(root), strategy)
+
+    batches = train.epochs_of(data, recipe.finetune_batch, seed)
+    schedule = train.Schedule(lr=lr, batch_size=recipe.finetune_batch, warmup=20)
+    train.fit(vlm, train.Batcher(processor), batches, max(snapshots), schedule, on_step=snapshot,
+              desc=f"seed {seed}: {strategy} fine-tuning")  # fmt: skip
+    return folders
+
+
+def _save(vlm, processor, folder: Path, strategy: str) -> None:
+    """LoRA models keep their adapter and are saved merged, the form a harness loader reads."""
+    if strategy == "lora":
+        vlm.save_pretrained(folder.with_name(f"{folder.name}.adapter"))
+        merged = _merged_copy(vlm)
+        model.save(merged, processor, folder)
+    else:
+        model.save(vlm, processor, folder)
+    logger.info(f"saved {folder}")
+
+
+def _merged_copy(peft_model):
+    import copy
+
+    return copy.deepcopy(peft_model).merge_and_unload()
+
+
+def build_models(specs: list[ModelSpec], recipe: Recipe, root: Path) -> dict[str, Path]:
+    """Train what is missing; returns {model name: folder}."""
+    (clean_spec,) = [s for s in specs if s.strategy == "clean"]
+    clean = train_clean(clean_spec, recipe, root)
+    for strategy in dict.fromkeys(s.strategy for s in specs if s.strategy != "clean"):
+        fine_tune([s for s in specs if s.strategy == strategy], recipe, root, clean)
+    return {spec.name: spec.folder(root) for spec in specs}

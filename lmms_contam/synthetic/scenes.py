@@ -1,0 +1,141 @@
+"""Procedural scenes for the controlled-contamination experiment.
+
+Each scene is a 32x32 image on a 2x2 grid (one 16 px cell per image token of the tiny VLM) with one
+target shape and one or two distractors on a background colour: together they make every image
+individually recognisable. The question asks the target's colour; the colour is drawn with fixed
+per-item noise, so about a quarter of the items look like a neighbouring answer: items beyond any
+model's skill, which only memory answers right, as ambiguous or mislabelled items in real benchmarks
+are. A counterfactual redraws the same scene with another answer and the same noise, so it keeps
+everything that makes the image recognisable and changes only what decides the answer.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, replace
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+from lmms_contam.schema import option_letters
+from lmms_contam.stats import stable_seed
+
+SIZE = 32
+CELL = 16
+SHAPE = 14  # px: one shape fills most of a cell, so one image token sees it whole
+NOISE = 80.0  # RGB standard deviation: about a quarter of targets look like a neighbouring colour
+
+
+@dataclass(frozen=True)
+class QuestionKind:
+    name: str
+    target: str  # the shape the question is about
+    palette: dict[str, tuple[int, int, int]]  # option text -> base colour, in the fixed option order
+    distractor_shapes: tuple[str, ...]
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        return tuple(self.palette)
+
+
+KINDS = {
+    "circle": QuestionKind(
+        "circle",
+        "circle",
+        {"red": (210, 50, 50), "green": (50, 170, 70), "blue": (50, 90, 210), "yellow": (220, 200, 50)},
+        ("square", "triangle"),
+    ),
+    "square": QuestionKind(
+        "square",
+        "square",
+        {"orange": (235, 130, 30), "purple": (130, 50, 170), "cyan": (40, 200, 210), "pink": (240, 120, 180)},
+        ("circle", "triangle"),
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Distractor:
+    cell: int
+    shape: str
+    colour: tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class Scene:
+    kind: str
+    answer: int  # index into the kind's options
+    target_cell: int
+    noise: tuple[float, float, float]  # fixed per item, added to the answer's base colour
+    background: tuple[int, int, int]
+    distractors: tuple[Distractor, ...]
+
+    @property
+    def letter(self) -> str:
+        return option_letters(4)[self.answer]
+
+    def question_text(self) -> str:
+        """MMStar's layout: the question, then the options inline."""
+        kind = KINDS[self.kind]
+        options = ", ".join(f"{letter}: {text}" for letter, text in zip(option_letters(4), kind.options, strict=True))
+        return f"What colour is the {kind.target}?\nOptions: {options}"
+
+    def target_colour(self) -> np.ndarray:
+        base = np.array(KINDS[self.kind].palette[KINDS[self.kind].options[self.answer]], dtype=float)
+        return np.clip(np.round(base + np.array(self.noise)), 0, 255)
+
+    def looks_like(self) -> int:
+        """The option whose base colour is nearest the drawn one: the best answer from the image alone."""
+        drawn = self.target_colour()
+        return int(np.argmin([np.linalg.norm(drawn - np.array(c)) for c in KINDS[self.kind].palette.values()]))
+
+
+def _bright(rng: random.Random) -> tuple[int, int, int]:
+    return tuple(rng.randrange(60, 256) for _ in range(3))  # type: ignore[return-value]
+
+
+def draw_scene(item_id: str, seed: int = 0, kind: str | None = None) -> Scene:
+    """The scene of an item id, identical in every process (seeded from SHA-256 of the id)."""
+    rng = random.Random(stable_seed("synthetic-scene", item_id, str(seed)))
+    kind = kind or rng.choice(sorted(KINDS))
+    answer = rng.randrange(4)
+    target_cell = rng.randrange(4)
+    noise = (rng.gauss(0, NOISE), rng.gauss(0, NOISE), rng.gauss(0, NOISE))
+    free = [cell for cell in range(4) if cell != target_cell]
+    rng.shuffle(free)
+    distractors = tuple(
+        Distractor(cell, rng.choice(KINDS[kind].distractor_shapes), _bright(rng)) for cell in free[: rng.randint(1, 2)]
+    )
+    background = tuple(rng.randrange(0, 90) for _ in range(3))
+    return Scene(kind, answer, target_cell, noise, background, distractors)  # type: ignore[arg-type]
+
+
+def counterfactual(scene: Scene, new_answer: int) -> Scene:
+    """The same scene where `new_answer` is right: same place, noise, background and distractors."""
+    if new_answer == scene.answer or not 0 <= new_answer < 4:
+        raise ValueError(f"new answer {new_answer} must be another option than {scene.answer}")
+    return replace(scene, answer=new_answer)
+
+
+def _draw_shape(canvas: ImageDraw.ImageDraw, shape: str, cell: int, colour: tuple[int, ...]) -> None:
+    column, row = cell % 2, cell // 2
+    margin = (CELL - SHAPE) / 2
+    left, top = column * CELL + margin, row * CELL + margin
+    right, bottom = left + SHAPE - 1, top + SHAPE - 1
+    if shape == "circle":
+        canvas.ellipse((left, top, right, bottom), fill=colour)
+    elif shape == "square":
+        canvas.rectangle((left + 1, top + 1, right - 1, bottom - 1), fill=colour)
+    elif shape == "triangle":
+        canvas.polygon([((left + right) / 2, top), (right, bottom), (left, bottom)], fill=colour)
+    else:
+        raise ValueError(f"unknown shape {shape!r}")
+
+
+def render(scene: Scene) -> Image.Image:
+    image = Image.new("RGB", (SIZE, SIZE), scene.background)
+    canvas = ImageDraw.Draw(image)
+    for distractor in scene.distractors:
+        _draw_shape(canvas, distractor.shape, distractor.cell, distractor.colour)
+    _draw_shape(canvas, KINDS[scene.kind].target, scene.target_cell, tuple(int(v) for v in scene.target_colour()))
+    return image

@@ -1,0 +1,156 @@
+"""Training and fine-tuning the tiny VLM on the CPU, on prompts identical to the harness's.
+
+The training prompt is built the way lmms-eval's `llava_hf` builds it at evaluation (image token,
+MMStar's prompt, the chat template, the processor's image-token expansion); only the answer letter
+and the end-of-sequence token are learned.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+from PIL import Image
+from tqdm.auto import tqdm
+from transformers import LlavaForConditionalGeneration, LlavaProcessor, get_cosine_schedule_with_warmup
+
+from lmms_contam.schema import option_letters
+
+# The default post-prompt of the synthetic tasks (tests/test_synthetic.py checks the YAML agrees).
+POST_PROMPT = "\nAnswer with the option's letter from the given choices directly"
+IGNORE = -100
+
+
+@dataclass(frozen=True)
+class Example:
+    image: Image.Image
+    question: str
+    letter: str
+
+
+def prompt_text(processor: LlavaProcessor, question: str) -> str:
+    """What llava_hf feeds the processor for an MMStar-style document without an image token."""
+    context = f"<image>\n{question}{POST_PROMPT}"
+    messages = [{"role": "user", "content": context}]
+    return processor.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+
+class Batcher:
+    """Model inputs for examples: prompt ids (cached per question), the letter, then end of sequence."""
+
+    def __init__(self, processor: LlavaProcessor) -> None:
+        self.processor = processor
+        tokenizer = processor.tokenizer
+        self.letter_ids = {}
+        for letter in option_letters(4):
+            ids = tokenizer(letter, add_special_tokens=False)["input_ids"]
+            if len(ids) != 1:
+                raise ValueError(f"the tokenizer splits the answer letter {letter!r} into {ids}")
+            self.letter_ids[letter] = ids[0]
+        self._prompts: dict[str, list[int]] = {}
+        self._blank = Image.new("RGB", (processor.image_processor.crop_size["width"],) * 2)
+
+    def prompt_ids(self, question: str) -> list[int]:
+        if question not in self._prompts:
+            encoded = self.processor(images=[self._blank], text=prompt_text(self.processor, question))
+            self._prompts[question] = list(encoded["input_ids"][0])
+        return self._prompts[question]
+
+    def pixels(self, images: Sequence[Image.Image]) -> torch.Tensor:
+        return self.processor.image_processor(list(images), return_tensors="pt")["pixel_values"]
+
+    def training_batch(self, examples: Sequence[Example]) -> dict[str, torch.Tensor]:
+        """Right-padded prompt + letter + eos; the loss sees the letter and the eos only."""
+        eos = self.processor.tokenizer.eos_token_id
+        rows = [(self.prompt_ids(e.question), [self.letter_ids[e.letter], eos]) for e in examples]
+        width = max(len(prompt) + len(answer) for prompt, answer in rows)
+        pad = self.processor.tokenizer.pad_token_id
+        input_ids = torch.full((len(rows), width), pad)
+        labels = torch.full((len(rows), width), IGNORE)
+        attention = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, (prompt, answer) in enumerate(rows):
+            sequence = prompt + answer
+            input_ids[i, : len(sequence)] = torch.tensor(sequence)
+            labels[i, len(prompt) : len(sequence)] = torch.tensor(answer)
+            attention[i, : len(sequence)] = 1
+        pixels = self.pixels([e.image for e in examples])
+        return {"input_ids": input_ids, "attention_mask": attention, "labels": labels, "pixel_values": pixels}
+
+    @torch.no_grad()
+    def predicted_letters(self, model: LlavaForConditionalGeneration, examples: Sequence[Example],
+                          batch_size: int = 256) -> list[str]:  # fmt: skip
+        """The most likely answer letter after the prompt: a quick check while training, not the score."""
+        model.eval()
+        letters = list(self.letter_ids)
+        letter_ids = torch.tensor([self.letter_ids[letter] for letter in letters])
+        predictions: list[str] = []
+        for start in range(0, len(examples), batch_size):
+            chunk = examples[start : start + batch_size]
+            by_question: dict[str, list[int]] = {}
+            for i, example in enumerate(chunk):
+                by_question.setdefault(example.question, []).append(i)
+            chunk_predictions = [""] * len(chunk)
+            for question, indices in by_question.items():
+                ids = torch.tensor([self.prompt_ids(question)] * len(indices))
+                logits = model(input_ids=ids, pixel_values=self.pixels([chunk[i].image for i in indices])).logits
+                best = logits[:, -1, letter_ids].argmax(dim=-1)
+                for i, choice in zip(indices, best.tolist(), strict=True):
+                    chunk_predictions[i] = letters[choice]
+            predictions.extend(chunk_predictions)
+        return predictions
+
+    def accuracy(self, model: LlavaForConditionalGeneration, examples: Sequence[Example]) -> float:
+        predicted = self.predicted_letters(model, examples)
+        return sum(p == e.letter for p, e in zip(predicted, examples, strict=True)) / len(examples)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """AdamW with warm-up and cosine decay, clipped gradients."""
+
+    lr: float
+    batch_size: int = 64
+    warmup: int = 100
+    weight_decay: float = 0.01
+    clip: float = 1.0
+
+
+def fit(
+    model: torch.nn.Module,
+    batcher: Batcher,
+    batches: Iterator[list[Example]],
+    steps: int,
+    schedule: Schedule,
+    on_step: Callable[[int], None] | None = None,
+    desc: str = "training",
+) -> None:
+    """Run `steps` optimiser steps over `batches`; `on_step(step)` runs after each (for snapshots)."""
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    optimiser = torch.optim.AdamW(trainable, lr=schedule.lr, weight_decay=schedule.weight_decay)
+    scheduler = get_cosine_schedule_with_warmup(optimiser, min(schedule.warmup, steps // 10), steps)
+    model.train()
+    progress = tqdm(range(1, steps + 1), desc=desc, leave=False)
+    for step in progress:
+        loss = model(**batcher.training_batch(next(batches))).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(trainable, schedule.clip)
+        optimiser.step()
+        scheduler.step()
+        optimiser.zero_grad(set_to_none=True)
+        if step % 20 == 0:
+            progress.set_postfix(loss=f"{loss.item():.3f}")
+        if on_step:
+            on_step(step)
+    model.eval()
+
+
+def epochs_of(examples: Sequence[Example], batch_size: int, seed: int) -> Iterator[list[Example]]:
+    """Endless shuffled passes over a fixed set (seeded), in batches; the last batch of a pass may be short."""
+    order = list(range(len(examples)))
+    rng = random.Random(seed)
+    while True:
+        rng.shuffle(order)
+        for start in range(0, len(order), batch_size):
+            yield [examples[i] for i in order[start : start + batch_size]]

@@ -1,0 +1,92 @@
+"""The synthetic benchmark and the controlled-contamination experiment (`lmms-contam demo`)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import datasets
+import numpy as np
+import pytest
+import yaml
+
+from lmms_contam.harness.registration import tasks_dir
+from lmms_contam.schema import validate
+from lmms_contam.synthetic import benchmark, train
+from lmms_contam.synthetic.scenes import CELL, KINDS, counterfactual, draw_scene, render
+
+
+def test_scenes_are_identical_in_another_process():
+    code = "from lmms_contam.synthetic.scenes import draw_scene; print(repr(draw_scene('synthetic-000042')))"
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert other == repr(draw_scene("synthetic-000042"))
+    assert draw_scene("synthetic-000042") != draw_scene("synthetic-000043")
+
+
+@pytest.mark.parametrize("item", range(20))
+def test_counterfactual_changes_only_the_target(item):
+    scene = draw_scene(f"synthetic-{item:06d}")
+    new = (scene.answer + 1 + item % 3) % 4
+    before = np.asarray(render(scene), dtype=int)
+    after = np.asarray(render(counterfactual(scene, new)), dtype=int)
+    changed = np.argwhere((before != after).any(axis=-1))
+    column, row = scene.target_cell % 2, scene.target_cell // 2
+    assert len(changed) > 50, "the target's colour must change"
+    assert changed[:, 0].min() >= row * CELL and changed[:, 0].max() < (row + 1) * CELL
+    assert changed[:, 1].min() >= column * CELL and changed[:, 1].max() < (column + 1) * CELL
+    drawn = counterfactual(scene, new).target_colour()
+    base = np.array(list(KINDS[scene.kind].palette.values())[new])
+    assert np.allclose(drawn, np.clip(np.round(base + np.array(scene.noise)), 0, 255))
+
+
+def test_about_a_quarter_of_items_are_beyond_skill():
+    scenes = [scene for _, scene in benchmark.test_scenes(2000)]
+    readable = np.mean([scene.looks_like() == scene.answer for scene in scenes])
+    assert 0.65 <= readable <= 0.80, readable
+    assert {scene.kind for scene in scenes} == set(KINDS)
+    assert abs(np.mean([scene.kind == "circle" for scene in scenes]) - 0.5) < 0.05
+
+
+def test_test_set_is_a_valid_perturbed_set(tmp_path):
+    path = benchmark.build_test_set(40, tmp_path / "synthetic.parquet")
+    rows = datasets.load_dataset("parquet", data_files=str(path), split="train")
+    validate(rows, "synthetic", str(path))
+    assert len(rows) == 40
+    counterfactuals = benchmark.perturbed_examples(40)
+    for row, example in zip(rows, counterfactuals, strict=True):
+        assert row["new_answer"] == example.letter != row["original_answer"]
+        assert np.array_equal(np.asarray(row["image"]), np.asarray(example.image))
+        assert row["category"] == row["l2_category"] in KINDS
+
+
+def test_training_prompt_uses_the_tasks_post_prompt():
+    template = yaml.safe_load((tasks_dir() / "synthetic" / "_template_yaml").read_text().replace("!function", ""))
+    assert template["lmms_eval_specific_kwargs"]["default"]["post_prompt"] == train.POST_PROMPT
+
+
+@pytest.mark.slow
+def test_demo_flags_contaminated_models_and_clears_clean_ones(tmp_path):
+    """The README's main job, end to end: every claim of the demo holds, and lmms-eval agrees with training."""
+    out = tmp_path / "demo"
+    done = subprocess.run([str(Path(sys.executable).with_name("lmms-contam")), "demo", "--out", str(out)],
+                          capture_output=True, text=True, timeout=1500)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert f"report: {(out / 'report.html').resolve()}" in done.stdout
+    summary = json.loads((out / "experiment.json").read_text())
+    assert summary["passed"] and len(summary["checks"]) >= 8
+    rows = {row["model"]: row for row in summary["rows"]}
+    assert set(rows) == {"clean", "full-e30", "lora-e30", "control-e30"}
+    assert 0.6 <= rows["clean"]["acc_original"] <= 0.85
+    for name in ("full-e30", "lora-e30"):
+        assert rows[name]["verdict"] == "contaminated"
+    for name in ("clean", "control-e30"):
+        assert rows[name]["verdict"] != "contaminated"
+    # The prompt the model was trained on is the one lmms-eval builds: its score matches a direct forward pass.
+    from lmms_contam.synthetic.model import load
+
+    vlm, processor = load(out / "models" / "seed0" / "clean")
+    direct = train.Batcher(processor).accuracy(vlm, benchmark.original_examples(500))
+    assert abs(direct - rows["clean"]["acc_original"]) < 0.02
+    assert "<img" in (out / "report.html").read_text()
