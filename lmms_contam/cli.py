@@ -131,6 +131,16 @@ def _scan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _at_least(minimum: int):
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return parse
+
+
 def _experiment(args: argparse.Namespace) -> int:
     from lmms_contam.synthetic import experiment
     from lmms_contam.synthetic.evaluate import EvaluationError
@@ -138,6 +148,8 @@ def _experiment(args: argparse.Namespace) -> int:
     setup = experiment.DEMO if args.command == "demo" else experiment.FULL
     if getattr(args, "seeds", None):
         setup = dataclasses.replace(setup, seeds=tuple(int(s) for s in args.seeds.split(",")))
+    if getattr(args, "items", None):
+        setup = dataclasses.replace(setup, recipe=dataclasses.replace(setup.recipe, test_items=args.items))
     try:
         outcome = experiment.run(setup, args.out)
     except (EvaluationError, experiment.SetupMismatch) as exc:
@@ -272,6 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
         "About 10 minutes on 2 cores; nothing is downloaded. Rerunning reuses finished models.",
     )
     demo.add_argument("--out", default="lmms-contam-demo", help="working folder (default ./lmms-contam-demo)")
+    demo.add_argument("--items", type=_at_least(100), help="test items (default 500; the tests use 300)")
     demo.set_defaults(run=_experiment)
 
     full = commands.add_parser(

@@ -68,10 +68,10 @@ def test_training_prompt_uses_the_tasks_post_prompt():
 
 @pytest.mark.slow
 def test_demo_flags_contaminated_models_and_clears_clean_ones(tmp_path):
-    """The README's main job, end to end: every claim of the demo holds, and lmms-eval agrees with training."""
+    """The README's main job, reduced to 300 items: every claim holds, and lmms-eval agrees with training."""
     out = tmp_path / "demo"
-    done = subprocess.run([str(Path(sys.executable).with_name("lmms-contam")), "demo", "--out", str(out)],
-                          capture_output=True, text=True, timeout=1500)  # fmt: skip
+    command = [str(Path(sys.executable).with_name("lmms-contam")), "demo", "--items", "300", "--out", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1500)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert f"report: {(out / 'report.html').resolve()}" in done.stdout
     summary = json.loads((out / "experiment.json").read_text())
@@ -87,6 +87,41 @@ def test_demo_flags_contaminated_models_and_clears_clean_ones(tmp_path):
     from lmms_contam.synthetic.model import load
 
     vlm, processor = load(out / "models" / "seed0" / "clean")
-    direct = train.Batcher(processor).accuracy(vlm, benchmark.original_examples(500))
+    direct = train.Batcher(processor).accuracy(vlm, benchmark.original_examples(300))
     assert abs(direct - rows["clean"]["acc_original"]) < 0.02
     assert "<img" in (out / "report.html").read_text()
+    # A rerun reuses every model and evaluation: same files, same figures.
+    weights = sorted((out / "models").rglob("*.safetensors"))
+    stamps = [p.stat().st_mtime_ns for p in weights]
+    rerun = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert [p.stat().st_mtime_ns for p in weights] == stamps
+    assert json.loads((out / "experiment.json").read_text())["rows"] == summary["rows"]
+
+
+def _row(model: str, strategy: str, degree: int, seed: int, acc: float, delta: float, p: float, verdict: str):
+    from lmms_contam.synthetic.experiment import Row
+
+    return Row(model, strategy, degree, seed, acc, acc + delta, delta, (delta - 0.05, delta + 0.05), p, verdict,
+               {"circle": acc, "square": acc}, {"circle": 1e-9, "square": 1e-9})  # fmt: skip
+
+
+def test_checks_pass_only_when_every_claim_holds():
+    from lmms_contam.synthetic.experiment import check
+
+    good = [_row("clean", "clean", 0, s, 0.66, -0.01, 0.6, "inconclusive") for s in (0, 1)]
+    good += [_row(f"full-e{d}", "full", d, s, 0.66 + d / 150, -d / 150, 10.0**-d, "contaminated")
+             for s in (0, 1) for d in (10, 20, 30)]  # fmt: skip
+    assert all(c.passed for c in check(good))
+
+    bad = list(good)
+    bad[0] = _row("clean", "clean", 0, 0, 0.66, -0.06, 0.01, "contaminated")  # a false alarm
+    bad[-1] = _row("full-e30", "full", 30, 1, 0.70, -0.02, 0.2, "inconclusive")  # weak, not flagged, off trend
+    failed = {c.claim for c in check(bad) if not c.passed}
+    assert failed == {
+        "clean (seed 0) not flagged",
+        "full-e30 (seed 1) inflates the original score by at least 0.10",
+        "full-e30 (seed 1) flagged (delta < 0, McNemar p < 0.01)",
+        "full: the same verdict for every seed at each degree",
+        "full: delta falls as the degree rises (Spearman <= -0.8, clean = degree 0)",
+    }

@@ -12,6 +12,7 @@ from lmms_contam.harness.datasets import load_perturbed_set
 from lmms_contam.schema import PerturbedSetError
 
 THUMBNAIL = 256
+SMALLEST = 96  # tiny images (the synthetic benchmark's 32x32 scenes) are enlarged, pixels kept sharp
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,9 @@ class ItemEvidence:
 
 def data_uri(image: Image.Image, size: int = THUMBNAIL) -> str:
     copy = image.convert("RGB")
+    if max(copy.size) < SMALLEST:
+        scale = -(-SMALLEST // max(copy.size))
+        copy = copy.resize((copy.width * scale, copy.height * scale), Image.Resampling.NEAREST)
     copy.thumbnail((size, size))
     buffer = io.BytesIO()
     copy.save(buffer, format="JPEG", quality=85)

@@ -9,8 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
 from loguru import logger
 
+from lmms_contam.stats import stable_seed
 from lmms_contam.synthetic import benchmark, model, train
 from lmms_contam.synthetic.scenes import KINDS, draw_scene
 
@@ -65,7 +67,7 @@ def train_clean(spec: ModelSpec, recipe: Recipe, root: Path) -> Path:
         return folder
     vlm, processor = model.new_tiny_llava(model.build_tokenizer(_tokenizer_corpus()), seed=spec.seed)
     batcher = train.Batcher(processor)
-    schedule = train.Schedule(lr=recipe.clean_lr, batch_size=recipe.clean_batch)
+    schedule = train.Schedule(lr=recipe.clean_lr)
     train.fit(vlm, batcher, benchmark.training_batches(spec.seed, recipe.clean_batch), recipe.clean_steps, schedule,
               desc=f"seed {spec.seed}: clean model")  # fmt: skip
     return model.save(vlm, processor, folder)
@@ -84,6 +86,7 @@ def fine_tune(specs: list[ModelSpec], recipe: Recipe, root: Path, clean: Path) -
     folders = [spec.folder(root) for spec in specs]
     if all(folder.exists() for folder in folders):
         return folders
+    torch.manual_seed(stable_seed("fine-tune", strategy, str(seed)))  # LoRA's initialisation, dropout-free
     vlm, processor = model.load(clean)
     if strategy == "lora":
         vlm = _with_lora(vlm, recipe.lora_rank)
@@ -98,7 +101,7 @@ def fine_tune(specs: list[ModelSpec], recipe: Recipe, root: Path, clean: Path) -
             _save(vlm, processor, snapshots[step].folder(root), strategy)
 
     batches = train.epochs_of(data, recipe.finetune_batch, seed)
-    schedule = train.Schedule(lr=lr, batch_size=recipe.finetune_batch, warmup=20)
+    schedule = train.Schedule(lr=lr, warmup=20)
     train.fit(vlm, train.Batcher(processor), batches, max(snapshots), schedule, on_step=snapshot,
               desc=f"seed {seed}: {strategy} fine-tuning")  # fmt: skip
     return folders

@@ -111,7 +111,6 @@ class Schedule:
     """AdamW with warm-up and cosine decay, clipped gradients."""
 
     lr: float
-    batch_size: int = 64
     warmup: int = 100
     weight_decay: float = 0.01
     clip: float = 1.0
