@@ -82,6 +82,9 @@ class Check:
     passed: bool
     detail: str
 
+    def __post_init__(self) -> None:
+        self.passed = bool(self.passed)  # numpy comparisons give numpy booleans, which JSON refuses
+
 
 @dataclass
 class Outcome:
