@@ -281,10 +281,10 @@ def build_parser() -> argparse.ArgumentParser:
         "highest degree only): a tiny LLaVA trained from scratch (clean), copies fine-tuned on the test items "
         "(full and LoRA) and on as many fresh items (control), each evaluated by lmms-eval's llava_hf loader "
         "on synthetic_contam. Prints the table and the checks, and ends with the HTML report's path. "
-        "About 10 minutes on 2 cores; nothing is downloaded. Rerunning reuses finished models.",
+        "About 8 minutes on 2 cores; nothing is downloaded. Rerunning reuses finished models.",
     )
     demo.add_argument("--out", default="lmms-contam-demo", help="working folder (default ./lmms-contam-demo)")
-    demo.add_argument("--items", type=_at_least(100), help="test items (default 500; the tests use 300)")
+    demo.add_argument("--items", type=_at_least(100), help="test items (default 500; fewer make the verdicts noisy)")
     demo.set_defaults(run=_experiment)
 
     full = commands.add_parser(

@@ -68,9 +68,13 @@ def test_training_prompt_uses_the_tasks_post_prompt():
 
 @pytest.mark.slow
 def test_demo_flags_contaminated_models_and_clears_clean_ones(tmp_path):
-    """The README's main job, reduced to 300 items: every claim holds, and lmms-eval agrees with training."""
+    """The README's main job as it runs there: every claim holds, and lmms-eval agrees with training.
+
+    Not fewer items: with 300, the counterfactuals of that sample are intrinsically harder to read
+    (an ideal image reader loses 0.043) and a fresh-data control was flagged (README: Status).
+    """
     out = tmp_path / "demo"
-    command = [str(Path(sys.executable).with_name("lmms-contam")), "demo", "--items", "300", "--out", str(out)]
+    command = [str(Path(sys.executable).with_name("lmms-contam")), "demo", "--out", str(out)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=1500)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert f"report: {(out / 'report.html').resolve()}" in done.stdout
@@ -87,7 +91,7 @@ def test_demo_flags_contaminated_models_and_clears_clean_ones(tmp_path):
     from lmms_contam.synthetic.model import load
 
     vlm, processor = load(out / "models" / "seed0" / "clean")
-    direct = train.Batcher(processor).accuracy(vlm, benchmark.original_examples(300))
+    direct = train.Batcher(processor).accuracy(vlm, benchmark.original_examples(500))
     assert abs(direct - rows["clean"]["acc_original"]) < 0.02
     assert "<img" in (out / "report.html").read_text()
     # A rerun reuses every model and evaluation: same files, same figures.
