@@ -5,7 +5,6 @@ from __future__ import annotations
 import glob
 import json
 import os
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -16,6 +15,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from fixtures import write_fixture_sets  # noqa: E402
+
+from lmms_contam.synthetic.evaluate import lmms_eval_executable  # noqa: E402
 
 BENCHMARKS = ("mmstar", "realworldqa", "naturalbench", "synthetic")
 
@@ -72,12 +73,6 @@ class HarnessRun:
     output: str
     results: dict
     samples: dict[str, list[dict]]
-
-
-def lmms_eval_executable() -> str:
-    found = shutil.which("lmms-eval", path=str(Path(sys.executable).parent)) or shutil.which("lmms-eval")
-    assert found, "lmms-eval is not installed next to this Python"
-    return found
 
 
 def run_lmms_eval(args: list[str], out: Path, executable: str | None = None, timeout: int = 600) -> HarnessRun:

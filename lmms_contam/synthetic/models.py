@@ -19,7 +19,7 @@ from lmms_contam.synthetic.scenes import KINDS, draw_scene
 
 @dataclass(frozen=True)
 class Recipe:
-    """Every training setting, fixed before any model is trained (no peeking at p-values)."""
+    """Every training setting, fixed before the experiment runs (no tuning on its p-values; README)."""
 
     test_items: int = 1000
     clean_steps: int = 400
