@@ -159,15 +159,15 @@ def run(setup: Setup, out: str | Path) -> Outcome:
     if not test_set.exists():
         benchmark.build_test_set(recipe.test_items, test_set)
     specs: list[ModelSpec] = []
-    eval_dirs: dict[str, Path] = {}
+    eval_dirs: list[Path] = []
     for seed in setup.seeds:
         seed_specs = plan(recipe, seed, setup.strategies, setup.control, setup.degrees)
         folders = build_models(seed_specs, recipe, out / "models")
         outputs = evaluate(folders, test_set, out / "eval" / f"seed{seed}", out / "logs" / f"lmms-eval-seed{seed}.log")
         specs += seed_specs
-        eval_dirs.update({f"{seed}/{name}": folder for name, folder in outputs.items()})
+        eval_dirs += outputs.values()
     with _resolving(test_set):  # the report shows flagged image pairs from the set the tasks read
-        results, _ = build_report(list(eval_dirs.values()), markdown=out / "report.md", json_path=out / "report.json",
+        results, _ = build_report(eval_dirs, markdown=out / "report.md", json_path=out / "report.json",
                                   html_path=out / "report.html")  # fmt: skip
     rows = [_row(spec, _result_for(spec, results, out / "models")) for spec in specs]
     outcome = Outcome(rows, check(rows), out / "report.html", time.monotonic() - started)
