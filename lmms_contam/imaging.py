@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+import io
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from PIL import ImageFile
+from PIL import Image, ImageFile
+
+BLANK_GREY = (128, 128, 128)
 
 
 @contextmanager
@@ -18,3 +22,18 @@ def strict_decoding() -> Iterator[None]:
         yield
     finally:
         ImageFile.LOAD_TRUNCATED_IMAGES = lenient
+
+
+def stored_size(image: dict) -> tuple[int, int]:
+    """Width and height of an undecoded datasets image ({"bytes", "path"}), read from its header."""
+    source = io.BytesIO(image["bytes"]) if image.get("bytes") is not None else image["path"]
+    with Image.open(source) as opened:
+        return opened.size
+
+
+@functools.lru_cache(maxsize=256)
+def blank_png(size: tuple[int, int]) -> bytes:
+    """A uniform mid-grey PNG: an image that carries no information but its size."""
+    buffer = io.BytesIO()
+    Image.new("RGB", size, BLANK_GREY).save(buffer, format="PNG")
+    return buffer.getvalue()

@@ -43,6 +43,24 @@ def mcnemar_exact_p(original: Sequence[int], perturbed: Sequence[int]) -> float:
     return float(binomtest(right_to_wrong, n, 0.5, alternative="two-sided").pvalue)
 
 
+def above_chance_p(correct: Sequence[int], chance: Sequence[float]) -> float:
+    """One-sided exact p of at least this many right answers when item i is guessed right with chance[i].
+
+    The count of right guesses over items with different option counts is Poisson-binomial; its
+    distribution is built by convolution, one item at a time.
+    """
+    hits = int(np.sum(np.asarray(correct, dtype=int)))
+    probabilities = np.asarray(chance, dtype=float)
+    if probabilities.size != len(correct):
+        raise ValueError(f"{len(correct)} outcomes but {probabilities.size} chance rates")
+    distribution = np.zeros(probabilities.size + 1)
+    distribution[0] = 1.0
+    for k, p in enumerate(probabilities, 1):
+        distribution[1 : k + 1] = distribution[1 : k + 1] * (1 - p) + distribution[:k] * p
+        distribution[0] *= 1 - p
+    return float(min(1.0, distribution[hits:].sum()))
+
+
 def discordant_counts(original: Sequence[int], perturbed: Sequence[int]) -> tuple[int, int]:
     """(right on the original and wrong on its counterfactual, the reverse)."""
     a = np.asarray(original, dtype=bool)

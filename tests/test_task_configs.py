@@ -13,6 +13,8 @@ YAMLS = sorted(tasks_dir().rglob("*.yaml"))
 TASK_YAMLS = [p for p in YAMLS if "task" in yaml.safe_load(p.read_text().replace("!function", "")) and "group" not in
               yaml.safe_load(p.read_text().replace("!function", ""))]  # fmt: skip
 BUILTIN = Path(lmms_utils.__file__).parent / "tasks"
+# Documents per item of each peer detector task (None: one per option, CircularEval's rotations).
+DETECTOR_DOCS = {"circular": None, "option_shuffle": 2, "text_only": 1}
 BUILTIN_YAML = {
     "mmstar": BUILTIN / "mmstar" / "mmstar.yaml",
     "realworldqa": BUILTIN / "realworldqa" / "realworldqa.yaml",
@@ -23,7 +25,8 @@ BUILTIN_YAML = {
 def test_the_glob_finds_every_task():
     names = {yaml.safe_load(p.read_text().replace("!function", ""))["task"] for p in TASK_YAMLS}
     expected = {f"{b}_{v}" for b in (*BUILTIN_YAML, "synthetic") for v in ("perturbed", "original", "contam")}
-    assert names == expected
+    detectors = {f"{b}_{d}" for b in ("mmstar", "realworldqa", "synthetic") for d in DETECTOR_DOCS}
+    assert names == expected | detectors
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +39,8 @@ def test_task_loads_and_every_function_runs_on_a_document(path, manager, with_se
     name = lmms_utils.load_yaml_config(str(path), mode="simple")["task"]
     task = manager.load_task_or_group([name])[name]
     docs = task.test_docs()
-    assert len(docs) == (24 if name.endswith("_contam") else 12)
+    per_item = next((n for kind, n in DETECTOR_DOCS.items() if name.endswith(kind)), 2 if "_contam" in name else 1)
+    assert len(docs) == 12 * (per_item or docs[0]["contam_n_options"])
     doc = docs[0]
     visuals = task.config.doc_to_visual(doc)
     assert visuals and visuals[0].mode == "RGB"

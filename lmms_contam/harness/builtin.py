@@ -31,9 +31,18 @@ class BuiltinTask:
         if variant not in VARIANTS:
             raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
         perturbed = variant == "perturbed"
-        gold = row["new_answer"] if perturbed else row["original_answer"]
-        doc = self.shape_doc(row, gold, self.image_field)
-        doc[self.image_field] = row["image"] if perturbed else row["original_image"]
+        return self.doc(
+            row,
+            variant=variant,
+            gold=row["new_answer"] if perturbed else row["original_answer"],
+            image=row["image"] if perturbed else row["original_image"],
+        )
+
+    def doc(self, row: dict, *, variant: str, gold: str, image: Any, question: str | None = None) -> dict[str, Any]:
+        """A document showing `image` and `question` (default: the row's) with `gold` as the answer."""
+        shown = row if question is None else {**row, "question": question}
+        doc = self.shape_doc(shown, gold, self.image_field)
+        doc[self.image_field] = image
         doc.update(
             contam_item_id=row["item_id"],
             contam_original_id=row["original_id"],
@@ -41,6 +50,7 @@ class BuiltinTask:
             contam_variant=variant,
             contam_gold=gold,
             contam_original_answer=row["original_answer"],
+            contam_n_options=len(row["options"]),
             contam_stratum=row.get("l2_category") or "",
             contam_group=row.get("group_id") or "",
             contam_slot=row.get("group_slot") or "",

@@ -7,19 +7,28 @@ Paired tasks interleave the two versions of each item, so `--limit 2k` keeps k w
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Callable
 
 import datasets
 
+from lmms_contam.detectors.options import gold_letter, gold_moving_shuffle, reorder_question, rotations
+from lmms_contam.detectors.signals import CIRCULAR, OPTION_SHUFFLE, TEXT_ONLY
 from lmms_contam.harness.builtin import BUILTIN_TASKS, VARIANTS
 from lmms_contam.harness.datasets import load_perturbed_set
-from lmms_contam.schema import IMAGE_COLUMNS
+from lmms_contam.imaging import blank_png, stored_size
+from lmms_contam.schema import IMAGE_COLUMNS, PerturbedSetError, option_letters
 from lmms_contam.stats import stable_seed
 
 
-def build_docs(rows: datasets.Dataset, benchmark: str, variants: tuple[str, ...]) -> datasets.Dataset:
-    """Turn schema rows into built-in-shaped docs, one per (row, variant), without re-encoding images."""
+def build_docs(
+    rows: datasets.Dataset, benchmark: str, versions: Callable[[dict], list[dict]], name: str
+) -> datasets.Dataset:
+    """Turn schema rows into built-in-shaped docs, `versions(row)` per row, without re-encoding images.
+
+    `name` identifies `versions` in the datasets cache fingerprint.
+    """
     task = BUILTIN_TASKS[benchmark]
     raw = rows
     for column in IMAGE_COLUMNS:
@@ -28,22 +37,68 @@ def build_docs(rows: datasets.Dataset, benchmark: str, variants: tuple[str, ...]
     def expand(batch: dict[str, list]) -> dict[str, list]:
         out: dict[str, list] = defaultdict(list)
         for i in range(len(batch["item_id"])):
-            row = {key: values[i] for key, values in batch.items()}
-            for variant in variants:
-                for key, value in task.to_doc(row, variant).items():
+            for doc in versions({key: values[i] for key, values in batch.items()}):
+                for key, value in doc.items():
                     out[key].append(value)
         return dict(out)
 
-    fingerprint = f"{stable_seed('lmms-contam-docs', raw._fingerprint, benchmark, *variants):016x}"
+    fingerprint = f"{stable_seed('lmms-contam-docs', raw._fingerprint, benchmark, name):016x}"
     docs = raw.map(expand, batched=True, remove_columns=raw.column_names, new_fingerprint=fingerprint)
     return docs.cast_column(task.image_field, datasets.Image())
 
 
 def _process_docs(benchmark: str, variants: tuple[str, ...]) -> Callable[[datasets.Dataset], datasets.Dataset]:
-    def process_docs(_locator: datasets.Dataset) -> datasets.Dataset:
-        return build_docs(load_perturbed_set(benchmark), benchmark, variants)
+    task = BUILTIN_TASKS[benchmark]
+    name = f"{benchmark}_{'paired' if len(variants) > 1 else variants[0]}"
 
-    process_docs.__name__ = f"{benchmark}_{'paired' if len(variants) > 1 else variants[0]}"
+    def process_docs(_locator: datasets.Dataset) -> datasets.Dataset:
+        versions = lambda row: [task.to_doc(row, variant) for variant in variants]  # noqa: E731
+        return build_docs(load_perturbed_set(benchmark), benchmark, versions, name)
+
+    process_docs.__name__ = name
+    return process_docs
+
+
+def detector_versions(benchmark: str, detector: str, row: dict) -> list[dict]:
+    """The documents a peer detector asks of one item, all built from its original version."""
+    task = BUILTIN_TASKS[benchmark]
+    options = list(row["options"])
+    letters = option_letters(len(options))
+    if row["original_answer"] not in letters:
+        raise PerturbedSetError(
+            f"{benchmark} item {row['item_id']}: answer {row['original_answer']!r} is not one of its option "
+            f"letters {letters}; the peer detectors need lettered options"
+        )
+    if detector == TEXT_ONLY:
+        # A blank canvas of the same size stands in for the image: several lmms-eval loaders
+        # (llava_hf among them) cannot take a prompt without one.
+        blank = {"bytes": blank_png(stored_size(row["original_image"])), "path": None}
+        return [task.doc(row, variant=TEXT_ONLY, gold=row["original_answer"], image=blank)]
+    gold, n = letters.index(row["original_answer"]), len(options)
+    if detector == CIRCULAR:
+        orders = {f"rotation{r}": order for r, order in enumerate(rotations(n))}
+    else:
+        orders = {"original_order": tuple(range(n)), "shuffled": gold_moving_shuffle(row["item_id"], n, gold)}
+    return [
+        task.doc(
+            row,
+            variant=variant,
+            gold=gold_letter(order, gold),
+            image=row["original_image"],
+            question=reorder_question(benchmark, row["item_id"], row["question"], options, order),
+        )  # fmt: skip
+        for variant, order in orders.items()
+    ]
+
+
+def _detector_docs(benchmark: str, detector: str) -> Callable[[datasets.Dataset], datasets.Dataset]:
+    name = f"{benchmark}_{detector}"
+
+    def process_docs(_locator: datasets.Dataset) -> datasets.Dataset:
+        versions = functools.partial(detector_versions, benchmark, detector)
+        return build_docs(load_perturbed_set(benchmark), benchmark, versions, name)
+
+    process_docs.__name__ = name
     return process_docs
 
 
@@ -59,3 +114,12 @@ naturalbench_paired = _process_docs("naturalbench", VARIANTS)
 synthetic_original = _process_docs("synthetic", ("original",))
 synthetic_perturbed = _process_docs("synthetic", ("perturbed",))
 synthetic_paired = _process_docs("synthetic", VARIANTS)
+mmstar_circular = _detector_docs("mmstar", CIRCULAR)
+mmstar_option_shuffle = _detector_docs("mmstar", OPTION_SHUFFLE)
+mmstar_text_only = _detector_docs("mmstar", TEXT_ONLY)
+realworldqa_circular = _detector_docs("realworldqa", CIRCULAR)
+realworldqa_option_shuffle = _detector_docs("realworldqa", OPTION_SHUFFLE)
+realworldqa_text_only = _detector_docs("realworldqa", TEXT_ONLY)
+synthetic_circular = _detector_docs("synthetic", CIRCULAR)
+synthetic_option_shuffle = _detector_docs("synthetic", OPTION_SHUFFLE)
+synthetic_text_only = _detector_docs("synthetic", TEXT_ONLY)

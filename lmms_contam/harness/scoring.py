@@ -6,12 +6,13 @@ post-hoc tools join on and, for paired tasks, the statistics from `lmms_contam.s
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Callable
 
-from loguru import logger
-
 from lmms_contam import stats
+from lmms_contam.detectors.options import LAYOUTS
+from lmms_contam.detectors.signals import CIRCULAR, OPTION_SHUFFLE, TEXT_ONLY, signal_of, versions_by_item
 from lmms_contam.harness.builtin import BUILTIN_TASKS
 from lmms_contam.schema import SCHEMA_VERSION
 
@@ -40,6 +41,7 @@ def _score(benchmark: str, doc: dict, results: list) -> tuple[dict, dict]:
         "variant": doc["contam_variant"],
         "gold": doc["contam_gold"],
         "correct": task.read_correct(doc, builtin_output),
+        "n_options": doc["contam_n_options"],
         "stratum": doc["contam_stratum"],
         "group": doc["contam_group"],
         "slot": doc["contam_slot"],
@@ -58,10 +60,12 @@ def _single_variant(benchmark: str) -> Callable[[dict, list], dict]:
     return process_results
 
 
-def _paired(benchmark: str) -> Callable[[dict, list], dict]:
+def _paired(benchmark: str, metrics: tuple[str, ...] = PAIRED_METRICS) -> Callable[[dict, list], dict]:
+    """Every metric aggregates the same per-document records (statistics need all versions of an item)."""
+
     def process_results(doc: dict, results: list) -> dict:
         _, record = _score(benchmark, doc, results)
-        return {**dict.fromkeys(PAIRED_METRICS, record), "contam_ids": record}
+        return {**dict.fromkeys(metrics, record), "contam_ids": record}
 
     return process_results
 
@@ -75,19 +79,34 @@ realworldqa_paired_results = _paired("realworldqa")
 naturalbench_paired_results = _paired("naturalbench")
 synthetic_paired_results = _paired("synthetic")
 
+# Peer detector tasks (*_circular, *_option_shuffle, *_text_only): metric names per detector, in the
+# order of DETECTOR_FIELDS, which the detector_* aggregations below compute.
+DETECTOR_METRICS = {
+    CIRCULAR: ("acc_vanilla", "acc_circular", "circular_drop", "circular_p", "n_items", "n_inconsistent"),
+    OPTION_SHUFFLE: ("acc_original", "acc_shuffled", "shuffle_delta", "shuffle_p", "n_items", "n_flipped"),
+    TEXT_ONLY: ("chance", "acc_text_only", "text_only_excess", "text_only_p", "n_items", "n_right"),
+}
+DETECTOR_FIELDS = ("reference", "score", "signal", "p_value", "n_items", "n_changed")
+detector_results = {
+    (benchmark, detector): _paired(benchmark, metrics)
+    for benchmark in LAYOUTS
+    for detector, metrics in DETECTOR_METRICS.items()
+}
+mmstar_circular_results = detector_results["mmstar", CIRCULAR]
+mmstar_option_shuffle_results = detector_results["mmstar", OPTION_SHUFFLE]
+mmstar_text_only_results = detector_results["mmstar", TEXT_ONLY]
+realworldqa_circular_results = detector_results["realworldqa", CIRCULAR]
+realworldqa_option_shuffle_results = detector_results["realworldqa", OPTION_SHUFFLE]
+realworldqa_text_only_results = detector_results["realworldqa", TEXT_ONLY]
+synthetic_circular_results = detector_results["synthetic", CIRCULAR]
+synthetic_option_shuffle_results = detector_results["synthetic", OPTION_SHUFFLE]
+synthetic_text_only_results = detector_results["synthetic", TEXT_ONLY]
+
 
 def paired_comparison(records: list[dict], with_ci: bool = True) -> stats.PairedComparison:
     """Join the two versions of each item; an item seen in only one version is left out, with a warning."""
-    by_item: dict[str, dict[str, dict]] = defaultdict(dict)
-    for record in records:
-        by_item[record["item_id"]][record["variant"]] = record
-    complete = {item: versions for item, versions in by_item.items() if len(versions) == 2}
-    if len(complete) < len(by_item):
-        logger.warning(
-            f"lmms-contam: {len(by_item) - len(complete)} item(s) were scored in one version only "
-            f"(--limit or a partial run); paired metrics use the {len(complete)} complete pair(s)"
-        )
-    items = sorted(complete)
+    complete = versions_by_item(records, lambda versions: len(versions) == 2)
+    items = list(complete)
     strata = [complete[i]["original"]["stratum"] for i in items]
     return stats.compare_paired(
         items,
@@ -98,15 +117,19 @@ def paired_comparison(records: list[dict], with_ci: bool = True) -> stats.Paired
     )
 
 
-def _paired_statistic(field: str) -> Callable[[list[dict]], float]:
-    # Each metric aggregates on its own; only the two CI bounds pay for the bootstrap.
-    needs_ci = field in ("ci_low", "ci_high")
+def _aggregation(compute: Callable[[list[dict]], object], field: str) -> Callable[[list[dict]], float]:
+    """An lmms-eval aggregation reading one field of a statistic computed over all records."""
 
     def aggregate(records: list[dict]) -> float:
-        return float(getattr(paired_comparison(records, with_ci=needs_ci), field))
+        return float(getattr(compute(records), field))
 
     aggregate.__name__ = field
     return aggregate
+
+
+def _paired_statistic(field: str) -> Callable[[list[dict]], float]:
+    # Each metric aggregates on its own; only the two CI bounds pay for the bootstrap.
+    return _aggregation(functools.partial(paired_comparison, with_ci=field in ("ci_low", "ci_high")), field)
 
 
 acc_original = _paired_statistic("acc_original")
@@ -118,6 +141,13 @@ mcnemar_p = _paired_statistic("mcnemar_p")
 n_pairs = _paired_statistic("n_pairs")
 # Items right on the original and wrong on the counterfactual: the per-sample signal.
 n_flagged = _paired_statistic("right_to_wrong")
+
+detector_reference = _aggregation(signal_of, "reference")
+detector_score = _aggregation(signal_of, "score")
+detector_signal = _aggregation(signal_of, "signal")
+detector_p_value = _aggregation(signal_of, "p_value")
+detector_n_items = _aggregation(signal_of, "n_items")
+detector_n_changed = _aggregation(signal_of, "n_changed")
 
 
 def _naturalbench_score(metric: str) -> Callable[[list[dict]], float]:

@@ -1,0 +1,72 @@
+"""Option orders for CircularEval's rotations and MM-Detect's shuffle, and questions rewritten in them.
+
+An order lists, for each position of the new question, which of the old options it shows. Shuffles
+are drawn from a generator seeded by hashlib of the item id, so every process and run agrees.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lmms_contam.benchmarks.loaders import LETTER_LINE, MMSTAR_OPTIONS, mmstar_options, realworldqa_options
+from lmms_contam.schema import PerturbedSetError, option_letters
+from lmms_contam.stats import stable_seed
+
+# How each benchmark writes its options into the question text.
+INLINE = "inline"  # MMStar: "...\nOptions: A: x, B: y, C: z, D: w"
+LINES = "lines"  # RealWorldQA: one "A. x" line per option
+LAYOUTS = {"mmstar": INLINE, "synthetic": INLINE, "realworldqa": LINES}
+
+Order = tuple[int, ...]
+
+
+def rotations(n_options: int) -> list[Order]:
+    """CircularEval's n orders: rotation r shows old option (j + r) mod n at position j."""
+    return [tuple((j + r) % n_options for j in range(n_options)) for r in range(n_options)]
+
+
+def gold_moving_shuffle(item_id: str, n_options: int, gold_index: int) -> Order:
+    """A seeded shuffle redrawn until the gold option leaves its position, as MM-Detect does."""
+    if n_options < 2:
+        raise ValueError(f"{item_id}: a shuffle needs at least two options, got {n_options}")
+    rng = np.random.default_rng(stable_seed("option-shuffle", item_id))
+    while True:
+        order = tuple(int(i) for i in rng.permutation(n_options))
+        if order.index(gold_index) != gold_index:
+            return order
+
+
+def _parse(benchmark: str, question: str) -> list[str] | None:
+    return mmstar_options(question) if LAYOUTS[benchmark] == INLINE else realworldqa_options(question)
+
+
+def reorder_question(benchmark: str, item_id: str, question: str, options: list[str], order: Order) -> str:
+    """The question with its listed options in `order`; refuses a question that does not list `options`."""
+    if benchmark not in LAYOUTS:
+        raise PerturbedSetError(f"option-order detectors support {', '.join(sorted(LAYOUTS))}, not {benchmark}")
+    if _parse(benchmark, question) != list(options):
+        raise PerturbedSetError(
+            f"{benchmark} item {item_id}: the question text does not list the row's options {list(options)}; "
+            "the option-order detectors rewrite that list and cannot run on this item"
+        )
+    shown = [options[i] for i in order]
+    letters = option_letters(len(options))
+    if LAYOUTS[benchmark] == INLINE:
+        head = question[: MMSTAR_OPTIONS.search(question).start()]
+        rewritten = head + "\nOptions: " + ", ".join(f"{ltr}: {text}" for ltr, text in zip(letters, shown, strict=True))
+    else:
+        lines, position = question.split("\n"), 0
+        for index, line in enumerate(lines):
+            match = LETTER_LINE.match(line.strip())
+            if position < len(shown) and match and match[1] == letters[position]:
+                lines[index] = f"{letters[position]}. {shown[position]}"
+                position += 1
+        rewritten = "\n".join(lines)
+    if _parse(benchmark, rewritten) != shown:
+        raise PerturbedSetError(f"{benchmark} item {item_id}: its options cannot be reordered unambiguously")
+    return rewritten
+
+
+def gold_letter(order: Order, gold_index: int) -> str:
+    """The letter at which `order` shows the old gold option."""
+    return option_letters(len(order))[order.index(gold_index)]

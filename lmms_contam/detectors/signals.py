@@ -1,0 +1,140 @@
+"""Each peer detector's signal from per-document records: one module, so a task's metrics and the
+report's detector comparison are the same numbers.
+
+Records are the `contam_ids` dicts the plugin's tasks log (item_id, variant, correct, stratum,
+n_options). Variants: `rotation<r>` for CircularEval, `original_order`/`shuffled` for the option shuffle,
+`text_only` for the image withheld.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+
+from loguru import logger
+
+from lmms_contam import stats
+
+CIRCULAR = "circular"
+OPTION_SHUFFLE = "option_shuffle"
+TEXT_ONLY = "text_only"
+DETECTORS = (CIRCULAR, OPTION_SHUFFLE, TEXT_ONLY)
+
+# What each detector compares, for tables and metric docs.
+DESCRIPTIONS = {
+    CIRCULAR: "accuracy when every rotation of the options must be right, minus accuracy in the original order",
+    OPTION_SHUFFLE: "accuracy with options shuffled so the gold moves, minus accuracy in the original order",
+    TEXT_ONLY: "accuracy with the image withheld, minus chance (1 / options)",
+}
+
+
+@dataclass(frozen=True)
+class DetectorSignal:
+    detector: str
+    n_items: int
+    reference: float  # accuracy in the original order, or chance for text-only
+    score: float  # circular accuracy, accuracy with shuffled options, or accuracy without the image
+    p_value: float  # exact McNemar against the reference; one-sided Poisson-binomial for text-only
+    n_changed: int  # right in the original order but not under rotation/shuffle; text-only: items right
+
+    @property
+    def signal(self) -> float:
+        return self.score - self.reference
+
+    def flagged(self, alpha: float = 0.05) -> bool:
+        """Order detectors flag a significant drop; text-only flags a significant gain over chance."""
+        direction = self.signal > 0 if self.detector == TEXT_ONLY else self.signal < 0
+        return bool(direction and self.p_value < alpha)
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "signal": self.signal}
+
+
+def versions_by_item(records: Iterable[dict], complete: Callable[[dict[str, dict]], bool]) -> dict[str, dict]:
+    """{item id: {variant: record}} for the items whose versions are all there; the rest are counted out
+    with a warning (a --limit or partial run), never scored on a missing version."""
+    by_item: dict[str, dict[str, dict]] = defaultdict(dict)
+    for record in records:
+        by_item[record["item_id"]][record["variant"]] = record
+    kept = {item: versions for item, versions in sorted(by_item.items()) if complete(versions)}
+    if len(kept) < len(by_item):
+        logger.warning(
+            f"lmms-contam: {len(by_item) - len(kept)} item(s) were scored in only some of their versions "
+            f"(--limit or a partial run); the statistics use the {len(kept)} complete item(s)"
+        )
+    return kept
+
+
+def _strata(first_versions: list[dict]) -> list[str] | None:
+    strata = [record["stratum"] for record in first_versions]
+    return strata if all(strata) else None
+
+
+def _order_signal(detector: str, items: dict[str, dict], changed: Callable[[dict], int]) -> DetectorSignal:
+    reference = [versions["rotation0" if detector == CIRCULAR else "original_order"] for versions in items.values()]
+    comparison = stats.compare_paired(
+        list(items), [r["correct"] for r in reference], [changed(v) for v in items.values()], _strata(reference),
+        with_ci=False,
+    )  # fmt: skip
+    return DetectorSignal(
+        detector, comparison.n_pairs, comparison.acc_original, comparison.acc_perturbed, comparison.mcnemar_p,
+        comparison.right_to_wrong,
+    )  # fmt: skip
+
+
+def circular(records: Iterable[dict]) -> DetectorSignal:
+    """CircularEval: an item counts only if every rotation of its options is answered right."""
+
+    def complete(versions: dict[str, dict]) -> bool:
+        n = next(iter(versions.values()))["n_options"]
+        return set(versions) == {f"rotation{r}" for r in range(n)}
+
+    items = versions_by_item(records, complete)
+    return _order_signal(CIRCULAR, items, lambda versions: int(all(r["correct"] for r in versions.values())))
+
+
+def option_shuffle(records: Iterable[dict]) -> DetectorSignal:
+    """MM-Detect's option-order sensitivity: the same item with its options shuffled so the gold moves."""
+    items = versions_by_item(records, lambda versions: set(versions) == {"original_order", "shuffled"})
+    return _order_signal(OPTION_SHUFFLE, items, lambda versions: versions["shuffled"]["correct"])
+
+
+def text_only(records: Iterable[dict]) -> DetectorSignal:
+    """MMStar-style leakage: right answers without the image, against guessing among the options."""
+    items = versions_by_item(records, lambda versions: set(versions) == {TEXT_ONLY})
+    kept = [versions[TEXT_ONLY] for versions in items.values()]
+    correct = [r["correct"] for r in kept]
+    chance = [1.0 / r["n_options"] for r in kept]
+    n = len(kept)
+    return DetectorSignal(
+        TEXT_ONLY, n, sum(chance) / n if n else float("nan"), sum(correct) / n if n else float("nan"),
+        stats.above_chance_p(correct, chance), sum(correct),
+    )  # fmt: skip
+
+
+SIGNALS: dict[str, Callable[[Iterable[dict]], DetectorSignal]] = {
+    CIRCULAR: circular,
+    OPTION_SHUFFLE: option_shuffle,
+    TEXT_ONLY: text_only,
+}
+
+
+def detector_of(variant: str) -> str:
+    """Which detector a record's variant belongs to."""
+    if variant.startswith("rotation"):
+        return CIRCULAR
+    if variant in ("original_order", "shuffled"):
+        return OPTION_SHUFFLE
+    if variant == TEXT_ONLY:
+        return TEXT_ONLY
+    raise ValueError(f"variant {variant!r} belongs to no peer detector")
+
+
+def signal_of(records: Iterable[dict]) -> DetectorSignal:
+    """The signal of the one detector whose records these are."""
+    records = list(records)
+    found = {detector_of(r["variant"]) for r in records}
+    if len(found) != 1:
+        raise ValueError(f"records of one detector expected, found {sorted(found) or 'none'}")
+    return SIGNALS[found.pop()](records)
