@@ -29,6 +29,8 @@ def outputs(tmp_path_factory, fixture_sets) -> dict[str, Path]:
         "dummy": ["--model", "dummy", "--model_args", "response=A", "--tasks", "contam_paired,mmstar_perturbed"],
         "separate": ["--model", "contam_test_memoriser", "--tasks", "mmstar_original,mmstar_perturbed"],
         "limited": ["--model", "dummy", "--tasks", "mmstar_contam", "--limit", "6"],
+        "detectors": ["--model", "contam_test_memoriser", "--tasks", "mmstar_detectors"],
+        "circular_only": ["--model", "dummy", "--model_args", "response=A", "--tasks", "realworldqa_circular"],
     }
     with pytest.MonkeyPatch.context() as monkeypatch:
         point_at_sets(monkeypatch, fixture_sets)
@@ -231,3 +233,43 @@ def test_results_from_another_task_version_are_refused(outputs, tmp_path):
     results["configs"]["mmstar_contam"]["metadata"] = [{"version": 2.0}]
     results_file.write_text(json.dumps(results))
     _refused([str(copy)], tmp_path, "task mmstar_contam version 2.0; this report reads version 1.0")
+
+
+def test_peer_detectors_sit_beside_the_perturbation_verdict(outputs, tmp_path):
+    from lmms_contam.harness.scoring import DETECTOR_FIELDS, DETECTOR_METRICS
+
+    out, page = tmp_path / "report.json", tmp_path / "report.html"
+    args = (str(outputs["detectors"]), str(outputs["circular_only"]))
+    done = report(*args, "--json", str(out), "--html", str(page))
+    assert done.returncode == 0, done.stderr
+    entries = {
+        (e["model"].split(" ")[0], e["benchmark"], e["detector"]): e for e in json.loads(out.read_text())["detectors"]
+    }
+    assert set(entries) == {("contam_test_memoriser", "mmstar", d) for d in DETECTOR_METRICS} | {
+        ("dummy", "realworldqa", "circular")
+    }
+    # The report's figures are the task's own metrics, read from the same samples.
+    for (model, benchmark, detector), entry in entries.items():
+        (results_file,) = outputs["detectors" if model.startswith("contam") else "circular_only"].rglob(
+            "*_results.json"
+        )
+        task = json.loads(results_file.read_text())["results"][f"{benchmark}_{detector}"]
+        for field, name in zip(DETECTOR_FIELDS, DETECTOR_METRICS[detector], strict=True):
+            assert entry[field] == pytest.approx(task[f"{name},none"]), (detector, field)
+    # The memoriser answers the letter it memorised: every rotation and shuffle breaks it, and it
+    # answers every question without looking (12 of 12 against a chance of 1/4).
+    memoriser = {d: e for (m, _, d), e in entries.items() if m == "contam_test_memoriser"}
+    assert memoriser["circular"]["signal"] == memoriser["option_shuffle"]["signal"] == -1.0
+    assert memoriser["text_only"]["signal"] == pytest.approx(0.75)
+    assert memoriser["text_only"]["p_value"] == pytest.approx(0.25**12)
+    assert all(e["flagged"] for e in memoriser.values())
+    dummy = entries[("dummy", "realworldqa", "circular")]
+    right = sum(r["original_answer"] == "A" for r in realworldqa_rows(real_photos()))
+    assert dummy["signal"] == pytest.approx(-right / 12)
+    assert dummy["flagged"] == (binomtest(right, right).pvalue < 0.05)
+
+    markdown = report(*args).stdout
+    assert "## Peer detectors" in markdown
+    assert "| contam_test_memoriser | mmstar | -100.0 (contaminated) | -100.0 (flagged, p 0.00049, n 12) |" in markdown
+    assert f"| dummy (response=A) | realworldqa | - | {-100 * right / 12:+.1f} (" in markdown
+    assert "<h2>Peer detectors</h2>" in page.read_text()

@@ -87,6 +87,11 @@ def test_demo_flags_contaminated_models_and_clears_clean_ones(tmp_path):
         assert rows[name]["verdict"] == "contaminated"
     for name in ("clean", "control-e30"):
         assert rows[name]["verdict"] != "contaminated"
+    # The clean and the fully fine-tuned model also ran the peer detectors, through lmms-eval.
+    assert {name for name, row in rows.items() if row["detectors"]} == {"clean", "full-e30"}
+    assert set(rows["clean"]["detectors"]) == {"circular", "option_shuffle", "text_only"}
+    assert rows["clean"]["detectors"]["circular"]["signal"] <= 0  # an item counts only if every rotation is right
+    assert "Peer detectors" in done.stdout and "## Peer detectors" in (out / "report.md").read_text()
     # The prompt the model was trained on is the one lmms-eval builds: its score matches a direct forward pass.
     from lmms_contam.synthetic.model import load
 

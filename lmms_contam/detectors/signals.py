@@ -21,7 +21,8 @@ OPTION_SHUFFLE = "option_shuffle"
 TEXT_ONLY = "text_only"
 DETECTORS = (CIRCULAR, OPTION_SHUFFLE, TEXT_ONLY)
 
-# What each detector compares, for tables and metric docs.
+LABELS = {CIRCULAR: "CircularEval", OPTION_SHUFFLE: "option shuffle", TEXT_ONLY: "text-only"}
+# What each detector compares, for the report.
 DESCRIPTIONS = {
     CIRCULAR: "accuracy when every rotation of the options must be right, minus accuracy in the original order",
     OPTION_SHUFFLE: "accuracy with options shuffled so the gold moves, minus accuracy in the original order",

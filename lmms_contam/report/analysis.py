@@ -6,7 +6,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from lmms_contam import stats
-from lmms_contam.report.inputs import ModelBenchmark, ScoredItem
+from lmms_contam.detectors.signals import SIGNALS, DetectorSignal
+from lmms_contam.report.inputs import DetectorRun, ModelBenchmark, ScoredItem
 
 CONTAMINATED = "contaminated"
 NO_EVIDENCE = "no evidence"
@@ -111,3 +112,28 @@ def decide(results: list[BenchmarkResult], alpha: float = 0.05) -> list[Benchmar
             else:
                 result.verdict = INCONCLUSIVE
     return results
+
+
+@dataclass(frozen=True)
+class DetectorResult:
+    """A peer detector's signal for one model and benchmark, shown beside the perturbation verdict."""
+
+    model: str
+    benchmark: str
+    signal: DetectorSignal
+    source: str
+
+    @property
+    def detector(self) -> str:
+        return self.signal.detector
+
+
+def analyse_detector(run: DetectorRun) -> DetectorResult:
+    return DetectorResult(run.model, run.benchmark, SIGNALS[run.detector](run.records), run.source)
+
+
+@dataclass(frozen=True)
+class Analysed:
+    results: list[BenchmarkResult]  # semantic perturbation, with verdicts
+    detectors: list[DetectorResult]
+    alpha: float

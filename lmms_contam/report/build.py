@@ -16,23 +16,27 @@ def build(
     markdown: str | Path | None = None,
     json_path: str | Path | None = None,
     html_path: str | Path | None = None,
-) -> tuple[list[analysis.BenchmarkResult], str]:
-    """Return the results and the Markdown text; write the requested files atomically."""
+) -> tuple[analysis.Analysed, str]:
+    """Return the analysis and the Markdown text; write the requested files atomically."""
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be between 0 and 1, got {alpha}")
-    entries = inputs.load(paths)
-    results = analysis.decide([analysis.analyse(entry) for entry in entries], alpha)
-    text = render.to_markdown(results, alpha)
+    loaded = inputs.load(paths)
+    analysed = analysis.Analysed(
+        results=analysis.decide([analysis.analyse(entry) for entry in loaded.benchmarks], alpha),
+        detectors=[analysis.analyse_detector(run) for run in loaded.detectors],
+        alpha=alpha,
+    )
+    text = render.to_markdown(analysed)
     outputs: dict[Path, str] = {}
     if markdown:
         outputs[Path(markdown)] = text
     if json_path:
-        outputs[Path(json_path)] = render.to_json(results, alpha)
+        outputs[Path(json_path)] = render.to_json(analysed)
     if html_path:
         from lmms_contam.report.html import to_html  # matplotlib only when a page is asked for
 
-        outputs[Path(html_path)] = to_html(results, alpha)
+        outputs[Path(html_path)] = to_html(analysed)
     for path, content in outputs.items():
         with atomic_path(path) as tmp:
             tmp.write_text(content, encoding="utf-8")
-    return results, text
+    return analysed, text

@@ -15,8 +15,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from lmms_contam.report import evidence as evidence_mod  # noqa: E402
-from lmms_contam.report.analysis import BenchmarkResult  # noqa: E402
-from lmms_contam.report.render import detail_rows, leaderboard_rows  # noqa: E402
+from lmms_contam.report.analysis import Analysed, BenchmarkResult  # noqa: E402
+from lmms_contam.report.render import detail_rows, detector_legend, detector_rows, leaderboard_rows  # noqa: E402
 
 MAX_FLAGGED_SHOWN = 24
 VERDICT_COLOUR = {"contaminated": "#c62828", "inconclusive": "#ef6c00", "no evidence": "#2e7d32"}
@@ -117,19 +117,27 @@ def _flagged_section(result: BenchmarkResult) -> str:
     return "".join(parts)
 
 
-def to_html(results: list[BenchmarkResult], alpha: float) -> str:
+def to_html(analysed: Analysed) -> str:
+    results, alpha = analysed.results, analysed.alpha
     sections = [
         "<h1>Contamination report</h1>",
         f"<p>Semantic perturbation: delta = accuracy on counterfactuals - accuracy on originals, same items; "
         f"95% paired bootstrap CI; exact McNemar test, Holm-corrected across each model's benchmarks; "
         f"contaminated = delta &lt; 0 and p (Holm) &lt; {alpha}.</p>",
-        "<h2>Leaderboard (delta in points, verdict)</h2>",
-        _table(*leaderboard_rows(results)),
-        "<h2>Details</h2>",
-        _table(*detail_rows(results)),
-        "<h2>Accuracy, original vs perturbed (95% CI)</h2>",
-        f'<img alt="accuracy plot" src="{accuracy_plot(results)}">',
     ]
+    if results:
+        sections += [
+            "<h2>Leaderboard (delta in points, verdict)</h2>",
+            _table(*leaderboard_rows(results)),
+            "<h2>Details</h2>",
+            _table(*detail_rows(results)),
+        ]
+    if analysed.detectors:
+        sections += ["<h2>Peer detectors</h2>", f"<p>{html.escape(detector_legend(alpha))}</p>",
+                     _table(*detector_rows(analysed))]  # fmt: skip
+    if results:
+        sections += ["<h2>Accuracy, original vs perturbed (95% CI)</h2>",
+                     f'<img alt="accuracy plot" src="{accuracy_plot(results)}">']  # fmt: skip
     with_categories = [r for r in results if r.categories]
     if with_categories:
         sections.append("<h2>Per-category deltas</h2>")
@@ -140,8 +148,9 @@ def to_html(results: list[BenchmarkResult], alpha: float) -> str:
                     for v, m in r.group_metrics.items()]  # fmt: skip
             sections.append(f"<h3>{html.escape(r.model)}: {r.benchmark} group metrics (%)</h3>")
             sections.append(_table(["version", "Acc", "Q_Acc", "I_Acc", "G_Acc"], rows))
-    sections.append("<h2>Flagged items (right on the original, wrong on its counterfactual)</h2>")
-    sections += [_flagged_section(r) for r in results if r.flagged]
+    if any(r.flagged for r in results):
+        sections.append("<h2>Flagged items (right on the original, wrong on its counterfactual)</h2>")
+        sections += [_flagged_section(r) for r in results if r.flagged]
     body = "\n".join(sections)
     return (
         '<!DOCTYPE html><html><head><meta charset="utf-8">'

@@ -15,10 +15,14 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from lmms_contam.detectors.options import LAYOUTS
+from lmms_contam.detectors.signals import DETECTORS
 from lmms_contam.schema import BENCHMARK_COLUMNS, SCHEMA_VERSION
 
 TASK_VERSION = 1.0
 KNOWN_TASK = re.compile(rf"^({'|'.join(BENCHMARK_COLUMNS)})_(contam|original|perturbed)$")
+DETECTOR_TASK = re.compile(rf"^({'|'.join(LAYOUTS)})_({'|'.join(DETECTORS)})$")
+DETECTOR_FIELDS = ("item_id", "variant", "correct", "stratum", "n_options")
 SAMPLES_FILE = re.compile(r"^(?P<stamp>.+)_samples_(?P<task>.+)\.jsonl$")
 
 
@@ -47,6 +51,23 @@ class ModelBenchmark:
     benchmark: str
     items: dict[str, dict[str, ScoredItem]] = field(default_factory=lambda: defaultdict(dict))
     sources: dict[str, str] = field(default_factory=dict)  # variant -> file
+
+
+@dataclass(frozen=True)
+class DetectorRun:
+    """One model's records of one peer detector task on one benchmark."""
+
+    model: str
+    benchmark: str
+    detector: str
+    records: list[dict]
+    source: str
+
+
+@dataclass(frozen=True)
+class Loaded:
+    benchmarks: list[ModelBenchmark]  # semantic perturbation: both versions of every item
+    detectors: list[DetectorRun]
 
 
 def model_label(results: dict) -> str:
@@ -140,8 +161,13 @@ def _to_item(sample: dict, source: Path, number: int) -> ScoredItem:
 class _Source:
     model: str
     benchmark: str
-    kind: str  # contam | original | perturbed
+    kind: str  # contam | original | perturbed, or a peer detector
     samples: Path
+
+
+def _task_parts(task: str) -> tuple[str, str] | None:
+    match = KNOWN_TASK.match(task) or DETECTOR_TASK.match(task)
+    return match.groups() if match else None
 
 
 def _discover(paths: list[str | Path]) -> tuple[list[_Source], set[str]]:
@@ -152,24 +178,24 @@ def _discover(paths: list[str | Path]) -> tuple[list[_Source], set[str]]:
         stamp = results_path.name[: -len("_results.json")]
         for samples_path in sorted(results_path.parent.glob(f"{stamp}_samples_*.jsonl")):
             task = SAMPLES_FILE.match(samples_path.name)["task"]
-            match = KNOWN_TASK.match(task)
-            if not match:
+            parts = _task_parts(task)
+            if not parts:
                 unknown.add(task)
                 continue
             _check_task(results, task, results_path)
-            sources.append(_Source(model_label(results), *match.groups(), samples_path))
+            sources.append(_Source(model_label(results), *parts, samples_path))
     named = [Path(p) for p in paths if Path(p).is_file() and SAMPLES_FILE.match(Path(p).name)]
     for path in named:
         task = SAMPLES_FILE.match(path.name)["task"]
-        if not KNOWN_TASK.match(task):
+        if not _task_parts(task):
             raise ReportInputError(
-                f"{path}: task {task!r} is not an lmms-contam task (*_contam, *_original, *_perturbed)"
+                f"{path}: task {task!r} is not an lmms-contam task (*_contam, *_original, *_perturbed, or a peer "
+                f"detector: *_{', *_'.join(DETECTORS)})"
             )
     return sources, unknown
 
 
-def _select(model: str, benchmark: str, sources: list[_Source]) -> list[_Source]:
-    """The paired task if it ran, else one original and one perturbed task; never two runs of one kind."""
+def _one_run_per_kind(model: str, benchmark: str, sources: list[_Source]) -> dict[str, _Source]:
     by_kind: dict[str, list[_Source]] = defaultdict(list)
     for source in sources:
         by_kind[source.kind].append(source)
@@ -177,49 +203,76 @@ def _select(model: str, benchmark: str, sources: list[_Source]) -> list[_Source]
         if len(found) > 1:
             files = ", ".join(str(s.samples) for s in found)
             raise ReportInputError(f"{model}, {benchmark}: {len(found)} runs of {benchmark}_{kind} ({files}); pass one")
+    return {kind: found[0] for kind, found in by_kind.items()}
+
+
+def _select(model: str, benchmark: str, sources: list[_Source]) -> list[_Source]:
+    """The paired task if it ran, else one original and one perturbed task."""
+    by_kind = _one_run_per_kind(model, benchmark, sources)
     if "contam" in by_kind:
-        return by_kind["contam"]
+        return [by_kind["contam"]]
     missing = [kind for kind in ("original", "perturbed") if kind not in by_kind]
     if missing:
         present = ", ".join(str(s.samples) for s in sources)
         raise ReportInputError(f"{model}, {benchmark}: no {benchmark}_{missing[0]} samples (found only {present})")
-    return [by_kind["original"][0], by_kind["perturbed"][0]]
+    return [by_kind["original"], by_kind["perturbed"]]
 
 
-def load(paths: Iterable[str | Path]) -> list[ModelBenchmark]:
-    """Collect every model's scored items per benchmark from contam, or original + perturbed, samples."""
+def load(paths: Iterable[str | Path]) -> Loaded:
+    """Every model's scored items per benchmark, and its peer detector records, from the samples files."""
     paths = list(paths)
     sources, unknown = _discover(paths)
     if not sources:
         listed = ", ".join(sorted(unknown)) or "none"
         raise ReportInputError(
             f"no lmms-contam task samples under {', '.join(map(str, paths))} (tasks found: {listed}); "
-            "run the *_contam, or *_original and *_perturbed, tasks with --log_samples"
+            "run the *_contam, or *_original and *_perturbed, tasks (and any peer detector tasks) with --log_samples"
         )
     grouped: dict[tuple[str, str], list[_Source]] = defaultdict(list)
     for source in sources:
         grouped[(source.model, source.benchmark)].append(source)
-    collected = []
-    for (model, benchmark), candidates in sorted(grouped.items()):
-        entry = ModelBenchmark(model, benchmark)
-        for source in _select(model, benchmark, candidates):
-            samples = _read_samples(source.samples)
-            for number, sample in enumerate(tqdm(samples, desc=source.samples.name, disable=len(samples) < 5000), 1):
-                item = _to_item(sample, source.samples, number)
-                if source.kind != "contam" and item.variant != source.kind:
-                    raise ReportInputError(
-                        f"{source.samples}: sample {number} is {item.variant} in a {source.kind} task"
-                    )
-                if item.variant in entry.items[item.item_id]:
-                    raise ReportInputError(
-                        f"{source.samples}: sample {number} repeats item {item.item_id} ({item.variant})"
-                    )
-                entry.items[item.item_id][item.variant] = item
-            for variant in ("original", "perturbed") if source.kind == "contam" else (source.kind,):
-                entry.sources[variant] = str(source.samples)
-        _check_pairs(entry)
-        collected.append(entry)
-    return collected
+    benchmarks, detectors = [], []
+    for (model, benchmark), found in sorted(grouped.items()):
+        perturbation = [source for source in found if source.kind not in DETECTORS]
+        if perturbation:
+            benchmarks.append(_perturbation_entry(model, benchmark, perturbation))
+        by_detector = _one_run_per_kind(model, benchmark, [source for source in found if source.kind in DETECTORS])
+        detectors += [_detector_run(by_detector[name]) for name in DETECTORS if name in by_detector]
+    return Loaded(benchmarks, detectors)
+
+
+def _perturbation_entry(model: str, benchmark: str, candidates: list[_Source]) -> ModelBenchmark:
+    entry = ModelBenchmark(model, benchmark)
+    for source in _select(model, benchmark, candidates):
+        samples = _read_samples(source.samples)
+        for number, sample in enumerate(tqdm(samples, desc=source.samples.name, disable=len(samples) < 5000), 1):
+            item = _to_item(sample, source.samples, number)
+            if source.kind != "contam" and item.variant != source.kind:
+                raise ReportInputError(f"{source.samples}: sample {number} is {item.variant} in a {source.kind} task")
+            if item.variant in entry.items[item.item_id]:
+                raise ReportInputError(
+                    f"{source.samples}: sample {number} repeats item {item.item_id} ({item.variant})"
+                )
+            entry.items[item.item_id][item.variant] = item
+        for variant in ("original", "perturbed") if source.kind == "contam" else (source.kind,):
+            entry.sources[variant] = str(source.samples)
+    _check_pairs(entry)
+    return entry
+
+
+def _detector_run(source: _Source) -> DetectorRun:
+    records, seen = [], set()
+    for number, sample in enumerate(_read_samples(source.samples), 1):
+        item = _to_item(sample, source.samples, number)  # the same id and schema checks as perturbation samples
+        ids = sample["contam_ids"]
+        missing = [name for name in DETECTOR_FIELDS if name not in ids]
+        if missing:
+            raise ReportInputError(f"{source.samples}: sample {number} lacks {', '.join(missing)} in contam_ids")
+        if (item.item_id, item.variant) in seen:
+            raise ReportInputError(f"{source.samples}: sample {number} repeats item {item.item_id} ({item.variant})")
+        seen.add((item.item_id, item.variant))
+        records.append(ids)
+    return DetectorRun(source.model, source.benchmark, source.kind, records, str(source.samples))
 
 
 def _check_pairs(entry: ModelBenchmark) -> None:

@@ -6,7 +6,8 @@ import json
 import math
 
 from lmms_contam import __version__
-from lmms_contam.report.analysis import CONTAMINATED, INCONCLUSIVE, NO_EVIDENCE, BenchmarkResult
+from lmms_contam.detectors.signals import DESCRIPTIONS, DETECTORS, LABELS
+from lmms_contam.report.analysis import CONTAMINATED, INCONCLUSIVE, NO_EVIDENCE, Analysed, BenchmarkResult
 
 REPORT_VERSION = 1
 MARK = {CONTAMINATED: "contaminated", NO_EVIDENCE: "no evidence", INCONCLUSIVE: "inconclusive"}
@@ -29,7 +30,8 @@ def p_text(value: float) -> str:
     return "n/a" if _number(value) is None else (f"{value:.2g}" if value >= 1e-4 else f"{value:.1e}")
 
 
-def to_json(results: list[BenchmarkResult], alpha: float) -> str:
+def to_json(analysed: Analysed) -> str:
+    results, alpha = analysed.results, analysed.alpha
     payload = {
         "report_version": REPORT_VERSION,
         "lmms_contam_version": __version__,
@@ -71,7 +73,12 @@ def to_json(results: list[BenchmarkResult], alpha: float) -> str:
             }
             for r in results
         ],
-    }
+        "detectors": [
+            {"model": d.model, "benchmark": d.benchmark, **d.signal.as_dict(), "flagged": d.signal.flagged(alpha),
+             "source": d.source}
+            for d in analysed.detectors
+        ],
+    }  # fmt: skip
     return json.dumps(_without_nan(payload), indent=2, allow_nan=False) + "\n"
 
 
@@ -110,20 +117,48 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def to_markdown(results: list[BenchmarkResult], alpha: float) -> str:
+def detector_rows(analysed: Analysed) -> tuple[list[str], list[list[str]]]:
+    """Per model and benchmark: the perturbation delta and verdict beside each peer detector's signal."""
+    perturbation = {(r.model, r.benchmark): r for r in analysed.results}
+    signals = {(d.model, d.benchmark, d.detector): d.signal for d in analysed.detectors}
+    pairs = sorted({(d.model, d.benchmark) for d in analysed.detectors})
+    rows = []
+    for model, benchmark in pairs:
+        result = perturbation.get((model, benchmark))
+        row = [model, benchmark, f"{100 * result.comparison.delta:+.1f} ({MARK[result.verdict]})" if result else "-"]
+        for detector in DETECTORS:
+            signal = signals.get((model, benchmark, detector))
+            row.append(
+                f"{100 * signal.signal:+.1f} ({'flagged' if signal.flagged(analysed.alpha) else 'not flagged'}, "
+                f"p {p_text(signal.p_value)}, n {signal.n_items})"
+                if signal
+                else "-"
+            )
+        rows.append(row)
+    return ["model", "benchmark", "semantic perturbation", *(LABELS[d] for d in DETECTORS)], rows
+
+
+def detector_legend(alpha: float) -> str:
+    described = "; ".join(f"{LABELS[d]}: {DESCRIPTIONS[d]}" for d in DETECTORS)
+    return (
+        f"Signals in points. {described}. The order detectors flag a drop and text-only flags a gain over chance, "
+        f"each when its p < {alpha} (exact McNemar for the order detectors, one-sided exact test against chance "
+        "for text-only; uncorrected). All run on the original versions of the items the perturbation delta uses."
+    )
+
+
+def to_markdown(analysed: Analysed) -> str:
+    results, alpha = analysed.results, analysed.alpha
     parts = [
         "# Contamination report (lmms-contam semantic perturbation)",
         "",
         f"Accuracy in %; delta = perturbed - original on the same items, 95% paired bootstrap CI; exact McNemar "
         f"test, Holm-corrected across each model's benchmarks; contaminated = delta < 0 and p (Holm) < {alpha}.",
         "",
-        "## Leaderboard (delta, verdict)",
-        "",
-        _table(*leaderboard_rows(results)),
-        "",
-        "## Details",
-        "",
-        _table(*detail_rows(results)),
-        "",
     ]
+    if results:
+        parts += ["## Leaderboard (delta, verdict)", "", _table(*leaderboard_rows(results)), "",
+                  "## Details", "", _table(*detail_rows(results)), ""]  # fmt: skip
+    if analysed.detectors:
+        parts += ["## Peer detectors", "", detector_legend(alpha), "", _table(*detector_rows(analysed)), ""]
     return "\n".join(parts)

@@ -1,8 +1,8 @@
 """Evaluate model folders through the real lmms-eval CLI, with its own `llava_hf` loader.
 
 One subprocess evaluates every model (lmms-eval's `--config` takes a list of runs), so the
-harness starts once. Each model writes its own output folder; one that already holds results
-is not evaluated again.
+harness starts once. Each model writes its own output folder; one that already holds samples of
+every task asked of it is not evaluated again, and any other is cleared and evaluated afresh.
 """
 
 from __future__ import annotations
@@ -16,17 +16,22 @@ from pathlib import Path
 import yaml
 
 from lmms_contam.atomic import atomic_path
+from lmms_contam.detectors.signals import DETECTORS
 from lmms_contam.harness.datasets import env_var
 
-TASK = "synthetic_contam"
+PERTURBATION_TASK = "synthetic_contam"
+DETECTOR_TASKS = tuple(f"synthetic_{detector}" for detector in DETECTORS)
 
 
 class EvaluationError(RuntimeError):
     pass
 
 
-def results_of(out: Path) -> list[Path]:
-    return sorted(out.rglob("*_results.json")) if out.exists() else []
+def complete(out: Path, tasks: tuple[str, ...]) -> bool:
+    """One results file, and the samples of every task (lmms-eval writes samples, then results)."""
+    if not out.exists() or len(list(out.rglob("*_results.json"))) != 1:
+        return False
+    return all(any(out.rglob(f"*_samples_{task}.jsonl")) for task in tasks)
 
 
 def lmms_eval_executable() -> str:
@@ -36,22 +41,26 @@ def lmms_eval_executable() -> str:
     return found
 
 
-def evaluate(models: dict[str, Path], test_set: Path, out: Path, log: Path) -> dict[str, Path]:
-    """Returns {model name: its lmms-eval output folder}; raises naming any model that produced nothing."""
+def evaluate(models: dict[str, Path], tasks: dict[str, tuple[str, ...]], test_set: Path, out: Path, log: Path
+             ) -> dict[str, Path]:  # fmt: skip
+    """Evaluate each model on its tasks; returns {model name: its lmms-eval output folder}.
+
+    Raises naming any model whose folder lacks a task's samples afterwards.
+    """
     outputs = {name: out / name for name in models}
-    pending = {name: folder for name, folder in models.items() if not results_of(outputs[name])}
+    pending = {name: folder for name, folder in models.items() if not complete(outputs[name], tasks[name])}
     if pending:
-        runs = [
-            {
+        runs = []
+        for name, folder in pending.items():
+            shutil.rmtree(outputs[name], ignore_errors=True)  # a partial or older run would be read twice
+            runs.append({
                 "model": "llava_hf",
                 "model_args": f"pretrained={folder},device=cpu,device_map=cpu,dtype=float32",
-                "tasks": TASK,
+                "tasks": ",".join(tasks[name]),
                 "batch_size": 1,
                 "log_samples": True,
                 "output_path": str(outputs[name]),
-            }
-            for name, folder in pending.items()
-        ]
+            })  # fmt: skip
         config = out / "lmms-eval-runs.yaml"
         with atomic_path(config) as tmp:
             tmp.write_text(yaml.safe_dump(runs, sort_keys=False))
@@ -61,7 +70,7 @@ def evaluate(models: dict[str, Path], test_set: Path, out: Path, log: Path) -> d
         with open(log, "a", encoding="utf-8") as stream:
             subprocess.run([lmms_eval_executable(), "--config", str(config)], stdout=stream, stderr=subprocess.STDOUT,
                            env=env, check=False)  # fmt: skip
-    missing = [name for name in models if not results_of(outputs[name])]
+    missing = [name for name in models if not complete(outputs[name], tasks[name])]
     if missing:
-        raise EvaluationError(f"lmms-eval wrote no results for {', '.join(missing)}; see {log}")
+        raise EvaluationError(f"lmms-eval wrote no complete results for {', '.join(missing)}; see {log}")
     return outputs

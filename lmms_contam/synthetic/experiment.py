@@ -2,7 +2,8 @@
 
 Does the perturbation delta separate contaminated models from clean ones, and grow with the degree
 of contamination? Every model is evaluated by lmms-eval on the plugin's paired task and read back
-by the report code; this module only adds the per-model table and the pass/fail checks.
+by the report code; this module only adds the per-model table and the pass/fail checks. The clean,
+control and most contaminated models also run the peer detector tasks, to show where each works.
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ from pathlib import Path
 from scipy import stats as scipy_stats
 
 from lmms_contam.atomic import atomic_path
+from lmms_contam.detectors.signals import DETECTORS, LABELS
 from lmms_contam.harness.datasets import env_var
 from lmms_contam.report import analysis
 from lmms_contam.report.build import build as build_report
 from lmms_contam.synthetic import benchmark
-from lmms_contam.synthetic.evaluate import evaluate
+from lmms_contam.synthetic.evaluate import DETECTOR_TASKS, PERTURBATION_TASK, evaluate
 from lmms_contam.synthetic.models import ModelSpec, Recipe, build_models, plan
 
 FLAG_P = 0.01  # "flagged": delta < 0 with McNemar p below this
@@ -37,9 +39,21 @@ class Setup:
     strategies: tuple[str, ...] = ("full", "lora")
     degrees: tuple[int, ...] | None = None  # None: the recipe's three degrees
     control: bool = True
+    # Which models also run the peer detector tasks: those of these seeds and strategies, at the
+    # highest degree (a detector is deterministic given a model, so one seed shows where each works;
+    # the three tasks cost 3.5x the evaluation of the perturbation task).
+    detector_seeds: tuple[int, ...] = (0,)
+    detector_strategies: tuple[str, ...] = ("clean", "full", "lora", "control")
+
+    def runs_detectors(self, spec: ModelSpec) -> bool:
+        top = max(self.degrees or self.recipe.degrees)
+        return (spec.seed in self.detector_seeds and spec.strategy in self.detector_strategies
+                and spec.degree in (0, top))  # fmt: skip
 
 
-DEMO = Setup(recipe=Recipe(test_items=500), seeds=(0,), degrees=(Recipe().degrees[-1],))
+# The demo's detectors: the clean model and one contaminated model, to stay well inside 15 minutes.
+DEMO = Setup(recipe=Recipe(test_items=500), seeds=(0,), degrees=(Recipe().degrees[-1],),
+             detector_strategies=("clean", "full"))  # fmt: skip
 FULL = Setup()
 
 
@@ -74,6 +88,7 @@ class Row:
     verdict: str
     by_kind: dict[str, float]  # accuracy on the original items per question kind
     kind_p: dict[str, float]  # one-sided binomial p of that accuracy against chance (0.25)
+    detectors: dict[str, dict] = field(default_factory=dict)  # peer detector -> signal, p_value, flagged
 
 
 @dataclass
@@ -98,15 +113,19 @@ class Outcome:
         return all(check.passed for check in self.checks)
 
 
-def _row(spec: ModelSpec, result: analysis.BenchmarkResult) -> Row:
+def _row(spec: ModelSpec, result: analysis.BenchmarkResult, detectors: list[analysis.DetectorResult]) -> Row:
     c = result.comparison
     by_kind, kind_p = {}, {}
     for category in result.categories:
         by_kind[category.name] = category.acc_original
         hits = round(category.acc_original * category.n)
         kind_p[category.name] = float(scipy_stats.binomtest(hits, category.n, 0.25, alternative="greater").pvalue)
+    signals = {
+        d.detector: {"signal": d.signal.signal, "p_value": d.signal.p_value, "flagged": d.signal.flagged(CLEAN_ALPHA)}
+        for d in detectors
+    }
     return Row(spec.name, spec.strategy, spec.degree, spec.seed, c.acc_original, c.acc_perturbed, c.delta,
-               (c.ci_low, c.ci_high), c.mcnemar_p, result.verdict, by_kind, kind_p)  # fmt: skip
+               (c.ci_low, c.ci_high), c.mcnemar_p, result.verdict, by_kind, kind_p, signals)  # fmt: skip
 
 
 def check(rows: list[Row]) -> list[Check]:
@@ -163,13 +182,19 @@ def run(setup: Setup, out: str | Path) -> Outcome:
     for seed in setup.seeds:
         seed_specs = plan(recipe, seed, setup.strategies, setup.control, setup.degrees)
         folders = build_models(seed_specs, recipe, out / "models")
-        outputs = evaluate(folders, test_set, out / "eval" / f"seed{seed}", out / "logs" / f"lmms-eval-seed{seed}.log")
+        tasks = {s.name: (PERTURBATION_TASK, *(DETECTOR_TASKS if setup.runs_detectors(s) else ())) for s in seed_specs}
+        outputs = evaluate(folders, tasks, test_set, out / "eval" / f"seed{seed}",
+                           out / "logs" / f"lmms-eval-seed{seed}.log")  # fmt: skip
         specs += seed_specs
         eval_dirs += outputs.values()
     with _resolving(test_set):  # the report shows flagged image pairs from the set the tasks read
-        results, _ = build_report(eval_dirs, markdown=out / "report.md", json_path=out / "report.json",
-                                  html_path=out / "report.html")  # fmt: skip
-    rows = [_row(spec, _result_for(spec, results, out / "models")) for spec in specs]
+        analysed, _ = build_report(eval_dirs, markdown=out / "report.md", json_path=out / "report.json",
+                                   html_path=out / "report.html")  # fmt: skip
+    models = out / "models"
+    rows = [
+        _row(spec, _one(_of_model(spec, analysed.results, models)), _of_model(spec, analysed.detectors, models))
+        for spec in specs
+    ]
     outcome = Outcome(rows, check(rows), out / "report.html", time.monotonic() - started)
     summary = {"setup": asdict(setup), "rows": [asdict(r) for r in rows], "checks": [asdict(c) for c in outcome.checks],
                "passed": outcome.passed, "seconds": round(outcome.seconds, 1)}  # fmt: skip
@@ -192,12 +217,15 @@ def _resolving(test_set: Path) -> Iterator[None]:
             os.environ[name] = before
 
 
-def _result_for(spec: ModelSpec, results: list[analysis.BenchmarkResult], models: Path) -> analysis.BenchmarkResult:
-    """The report labels a model by lmms-eval's model name: the `pretrained` folder for llava_hf."""
+def _of_model(spec: ModelSpec, results: list, models: Path) -> list:
+    """Report entries labelled with this model: lmms-eval names llava_hf runs by the `pretrained` folder."""
     folder = str(spec.folder(models))
-    found = [r for r in results if r.model == folder or f"pretrained={folder}," in r.model]
+    return [r for r in results if r.model == folder or f"pretrained={folder}," in r.model]
+
+
+def _one(found: list) -> analysis.BenchmarkResult:
     if len(found) != 1:
-        raise RuntimeError(f"{len(found)} report entries for {folder}; expected exactly one")
+        raise RuntimeError(f"{len(found)} report entries for one model; expected exactly one")
     return found[0]
 
 
@@ -210,6 +238,18 @@ def table(outcome: Outcome) -> str:
         cells = (r.model, r.strategy, r.degree, r.seed, f"{r.acc_original:.3f}", f"{r.acc_perturbed:.3f}",
                  f"{r.delta:+.3f} [{r.ci[0]:+.3f}, {r.ci[1]:+.3f}]", f"{r.mcnemar_p:.2g}", r.verdict)  # fmt: skip
         lines.append("| " + " | ".join(map(str, cells)) + " |")
+    with_detectors = [r for r in outcome.rows if r.detectors]
+    if with_detectors:
+        header = ("model", "seed", "semantic perturbation", *(LABELS[d] for d in DETECTORS))
+        lines += ["", "Peer detectors (signal, p, flag at p < 0.05):", "", "| " + " | ".join(header) + " |",
+                  "|" + "---|" * len(header)]  # fmt: skip
+        for r in with_detectors:
+            cells = [r.model, str(r.seed), f"{r.delta:+.3f}, p {r.mcnemar_p:.2g}, {r.verdict}"]
+            for name in DETECTORS:
+                d = r.detectors.get(name)
+                cells.append(f"{d['signal']:+.3f}, p {d['p_value']:.2g}, {'flagged' if d['flagged'] else 'not flagged'}"
+                             if d else "-")  # fmt: skip
+            lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     for c in outcome.checks:
         lines.append(f"- [{'x' if c.passed else ' '}] {c.claim}: {c.detail}")
