@@ -2,11 +2,14 @@
 
 Each scene is a 32x32 image on a 2x2 grid (one 16 px cell per image token of the tiny VLM) with one
 target shape and one or two distractors on a background colour: together they make every image
-individually recognisable. The question asks the target's colour; the colour is drawn with fixed
-per-item noise, so about a quarter of the items look like a neighbouring answer: items beyond any
-model's skill, which only memory answers right, as ambiguous or mislabelled items in real benchmarks
-are. A counterfactual redraws the same scene with another answer and the same noise, so it keeps
-everything that makes the image recognisable and changes only what decides the answer.
+individually recognisable. The question asks the target's colour, drawn with fixed per-item noise.
+About a quarter of the items are ambiguous: their colour is mixed towards a partner option, so they
+look like that option: items beyond any model's skill, which only memory answers right, as
+ambiguous or mislabelled items in real benchmarks are. A counterfactual redraws the same scene with
+another answer and the same noise, confusion and mix, so it keeps everything that makes the image
+recognisable, changes only what decides the answer, and is exactly as readable as its original:
+the noise and mix of every item are drawn so that the image reads the same way whatever the answer
+(an ideal reader is right on a counterfactual exactly when it is right on the original).
 """
 
 from __future__ import annotations
@@ -23,7 +26,10 @@ from lmms_contam.stats import stable_seed
 SIZE = 32
 CELL = 16
 SHAPE = 14  # px: one shape fills most of a cell, so one image token sees it whole
-NOISE = 80.0  # RGB standard deviation: about a quarter of targets look like a neighbouring colour
+AMBIGUOUS_SHARE = 0.27  # items beyond skill: the best accuracy from the image alone is 0.73
+MIX = (0.6, 0.85)  # how far an ambiguous colour lies from its answer towards the partner option
+CLEAR_NOISE = 40.0  # RGB standard deviation of a clear item's colour: varied, never nearer another option
+AMBIGUOUS_NOISE = 15.0
 
 
 @dataclass(frozen=True)
@@ -66,9 +72,11 @@ class Scene:
     kind: str
     answer: int  # index into the kind's options
     target_cell: int
-    noise: tuple[float, float, float]  # fixed per item, added to the answer's base colour
+    noise: tuple[float, float, float]  # fixed per item, added to the drawn colour
     background: tuple[int, int, int]
     distractors: tuple[Distractor, ...]
+    confusion: int = 0  # 0: a clear item; k: mixed towards option (answer + k) mod 4
+    mix: float = 0.0  # the weight of that partner option's colour
 
     @property
     def letter(self) -> str:
@@ -80,14 +88,21 @@ class Scene:
         options = ", ".join(f"{letter}: {text}" for letter, text in zip(option_letters(4), kind.options, strict=True))
         return f"What colour is the {kind.target}?\nOptions: {options}"
 
-    def target_colour(self) -> np.ndarray:
-        base = np.array(KINDS[self.kind].palette[KINDS[self.kind].options[self.answer]], dtype=float)
+    def target_colour(self, answer: int | None = None) -> np.ndarray:
+        """The drawn colour, or the one this item would have with another answer."""
+        answer = self.answer if answer is None else answer
+        palette = [np.array(colour, dtype=float) for colour in KINDS[self.kind].palette.values()]
+        base = (1 - self.mix) * palette[answer] + self.mix * palette[(answer + self.confusion) % 4]
         return np.clip(np.round(base + np.array(self.noise)), 0, 255)
 
-    def looks_like(self) -> int:
+    def looks_like(self, answer: int | None = None) -> int:
         """The option whose base colour is nearest the drawn one: the best answer from the image alone."""
-        drawn = self.target_colour()
+        drawn = self.target_colour(answer)
         return int(np.argmin([np.linalg.norm(drawn - np.array(c)) for c in KINDS[self.kind].palette.values()]))
+
+    def reads_the_same_for_every_answer(self) -> bool:
+        """Clear for every answer, or like the same-offset partner for every answer."""
+        return all(self.looks_like(answer) == (answer + self.confusion) % 4 for answer in range(4))
 
 
 def _bright(rng: random.Random) -> tuple[int, int, int]:
@@ -100,18 +115,24 @@ def draw_scene(item_id: str, seed: int = 0, kind: str | None = None) -> Scene:
     kind = kind or rng.choice(sorted(KINDS))
     answer = rng.randrange(4)
     target_cell = rng.randrange(4)
-    noise = (rng.gauss(0, NOISE), rng.gauss(0, NOISE), rng.gauss(0, NOISE))
     free = [cell for cell in range(4) if cell != target_cell]
     rng.shuffle(free)
     distractors = tuple(
         Distractor(cell, rng.choice(KINDS[kind].distractor_shapes), _bright(rng)) for cell in free[: rng.randint(1, 2)]
     )
     background = tuple(rng.randrange(0, 90) for _ in range(3))
-    return Scene(kind, answer, target_cell, noise, background, distractors)  # type: ignore[arg-type]
+    confusion = rng.randrange(1, 4) if rng.random() < AMBIGUOUS_SHARE else 0
+    sigma = AMBIGUOUS_NOISE if confusion else CLEAR_NOISE
+    while True:  # redraw until the item reads the same whatever its answer (a few draws at most)
+        mix = rng.uniform(*MIX) if confusion else 0.0
+        noise = (rng.gauss(0, sigma), rng.gauss(0, sigma), rng.gauss(0, sigma))
+        scene = Scene(kind, answer, target_cell, noise, background, distractors, confusion, mix)  # type: ignore[arg-type]
+        if scene.reads_the_same_for_every_answer():
+            return scene
 
 
 def counterfactual(scene: Scene, new_answer: int) -> Scene:
-    """The same scene where `new_answer` is right: same place, noise, background and distractors."""
+    """The same scene where `new_answer` is right: same place, noise, confusion, mix, background and distractors."""
     if new_answer == scene.answer or not 0 <= new_answer < 4:
         raise ValueError(f"new answer {new_answer} must be another option than {scene.answer}")
     return replace(scene, answer=new_answer)
