@@ -42,7 +42,7 @@ def _report(args: argparse.Namespace) -> int:
 
     try:
         _, markdown = build(args.paths, alpha=args.alpha, markdown=args.markdown, json_path=args.json,
-                            html_path=args.html)  # fmt: skip
+                            html_path=args.html, scans=args.scans)  # fmt: skip
     except (ReportInputError, ValueError) as exc:
         print(f"lmms-contam report: {exc}", file=sys.stderr)
         return 2
@@ -131,6 +131,48 @@ def _scan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _judge(args: argparse.Namespace) -> int:
+    from lmms_contam.judge.candidates import JudgeInputError
+    from lmms_contam.judge.caption_judge import DEFAULT_TEMPLATE, JudgeSettings
+    from lmms_contam.judge.run import judge_benchmark
+    from lmms_contam.llm import EndpointConfig
+
+    try:
+        endpoint = second = settings = None
+        if not args.prefilter_only:
+            endpoint = EndpointConfig(model=args.model, base_url=args.base_url, api_key_env=args.api_key_env,
+                                      concurrency=args.concurrency)  # fmt: skip
+            settings = JudgeSettings.from_file(args.template or DEFAULT_TEMPLATE,
+                                               structured_output=args.structured_output)  # fmt: skip
+            if args.second_model:
+                second = dataclasses.replace(endpoint, model=args.second_model)
+            elif args.judge_twice:
+                second = endpoint
+        summary = judge_benchmark(
+            args.scans, args.benchmark, originals=args.originals, endpoint=endpoint, settings=settings,
+            second=second, threshold=args.threshold, top_k=args.top_k,
+        )  # fmt: skip
+    except (JudgeInputError, ValueError, FileNotFoundError) as exc:
+        print(f"lmms-contam judge: {exc}", file=sys.stderr)
+        return 2
+    n = summary["samples"]
+    print(f"{args.benchmark}: {summary['matched_with_captions']} of {n} samples have captioned matches above "
+          f"{summary['threshold']}; n-gram pre-filter rate {summary['prefilter_rate']:.3f}")  # fmt: skip
+    if "judge" in summary:
+        judged = summary["judge"]
+        counts = judged["counts"]
+        print(f"{args.benchmark}: image-text contamination rate {judged['image_text_rate']:.3f} "
+              f"({counts.get('answerable', 0)} answerable, {counts.get('not answerable', 0)} not, "
+              f"{counts.get('unjudged', 0)} unjudged: up to {judged['image_text_rate_upper']:.3f})")  # fmt: skip
+        if "agreement" in judged:
+            agreement = judged["agreement"]
+            print(f"  agreement with {agreement['second']}: {agreement['agree']} of {agreement['judged_by_both']}")
+        for usage in judged["usage"]:
+            print(f"  {usage['model']}: {usage['calls']} calls, {usage['cache_hits']} cached, ${usage['cost_usd']}")
+    print(f"-> {Path(args.scans) / (args.benchmark + '.judge.json')}")
+    return 0
+
+
 def _at_least(minimum: int):
     def parse(text: str) -> int:
         value = int(text)
@@ -197,7 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
         "correction across benchmarks, and a verdict: contaminated (delta < 0, significant), "
         "inconclusive (delta < 0, not significant) or no evidence (delta >= 0).",
     )
-    report.add_argument("paths", nargs="+", help="lmms-eval --output_path folders, or results/samples files")
+    report.add_argument("paths", nargs="*", help="lmms-eval --output_path folders, or results/samples files")
+    report.add_argument("--scans", help="an `lmms-contam scan` output folder: adds the image-only and image-text rates")
     report.add_argument("--html", help="write a self-contained HTML page with plots and flagged image pairs")
     report.add_argument("--markdown", help="write the Markdown tables here (default: print them)")
     report.add_argument("--json", help="write the versioned JSON here")
@@ -274,14 +317,42 @@ def build_parser() -> argparse.ArgumentParser:
     scan.add_argument("--device", default="cpu", help="torch device for the embedder")
     scan.set_defaults(run=_scan)
 
+    judge = commands.add_parser(
+        "judge",
+        help="image-text contamination rate: is a sample's answer in its matched corpus captions?",
+        description="For each sample of a scanned benchmark, take the captions of its corpus matches above "
+        "the scan's threshold (top-k), run a deterministic n-gram pre-filter (answer words in a caption), "
+        "then ask an LLM over any OpenAI-compatible endpoint whether the captions give the answer away "
+        "(JSON-schema output, temperature 0, fixed seed, cached). Writes <scans>/<benchmark>.judge.parquet "
+        "and .judge.json. The API key comes from the environment variable named by --api-key-env.",
+    )
+    judge.add_argument("scans", help="the output folder of `lmms-contam scan`")
+    judge.add_argument("--benchmark", required=True, help="a scanned benchmark: mmstar, realworldqa or naturalbench")
+    judge.add_argument("--originals", help="the local copy of the benchmark the scan used (default: the hub id)")
+    judge.add_argument("--model", default="gpt-4o", help="judge model (default gpt-4o)")
+    judge.add_argument("--base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL, else OpenAI)")
+    judge.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the key")
+    judge.add_argument("--template", help="prompt template (default configs/judge/caption_judge.txt)")
+    judge.add_argument("--structured-output", action=argparse.BooleanOptionalAction, default=True,
+                       help="ask for JSON-schema output (turn off for servers without it)")  # fmt: skip
+    judge.add_argument("--threshold", type=float, help="similarity above which a match counts (default: the scan's)")
+    judge.add_argument("--top-k", type=int, help="captions per sample at most (default: the scan's k)")
+    judge.add_argument("--concurrency", type=int, default=8, help="requests in flight (default 8)")
+    agreement = judge.add_mutually_exclusive_group()
+    agreement.add_argument("--second-model", help="judge again with this model and report the agreement rate")
+    agreement.add_argument("--judge-twice", action="store_true", help="judge again with another seed, for agreement")
+    judge.add_argument("--prefilter-only", action="store_true", help="the n-gram pre-filter alone, no API calls")
+    judge.set_defaults(run=_judge)
+
     demo = commands.add_parser(
         "demo",
         help="the whole loop offline on the CPU in minutes: train, contaminate, evaluate, report",
         description="The controlled-contamination experiment in small (one seed, 500 synthetic items, the "
         "highest degree only): a tiny LLaVA trained from scratch (clean), copies fine-tuned on the test items "
         "(full and LoRA) and on as many fresh items (control), each evaluated by lmms-eval's llava_hf loader "
-        "on synthetic_contam. Prints the table and the checks, and ends with the HTML report's path. "
-        "About 8 minutes on 2 cores; nothing is downloaded. Rerunning reuses finished models.",
+        "on synthetic_contam (the clean and the fully fine-tuned model also on the peer detector tasks). Prints "
+        "the table and the checks, and ends with the HTML report's path. 6 to 11 minutes on 2 cores; nothing "
+        "is downloaded. Rerunning reuses finished models.",
     )
     demo.add_argument("--out", default="lmms-contam-demo", help="working folder (default ./lmms-contam-demo)")
     demo.add_argument("--items", type=_at_least(100), help="test items (default 500; fewer make the verdicts noisy)")

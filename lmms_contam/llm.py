@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import os
+import re
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import TypeVar
 
 from PIL import Image
@@ -22,6 +25,7 @@ from tqdm.auto import tqdm
 
 T = TypeVar("T")
 R = TypeVar("R")
+THINKING = re.compile(r"<think>.*?</think>", re.S)
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,19 @@ class Usage:
                 "cost_usd": round(self.cost_usd, 6)}  # fmt: skip
 
 
+class PromptTemplate:
+    """A prompt template file, checked for the placeholders its stage fills."""
+
+    def __init__(self, path: str | Path, placeholders: Iterable[str], stage: str) -> None:
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no {stage} prompt template there")
+        self.text = path.read_text()
+        missing = [f"{{{name}}}" for name in placeholders if f"{{{name}}}" not in self.text]
+        if missing:
+            raise ValueError(f"{path}: the {stage} template needs {', '.join(missing)}")
+
+
 def image_part(image: Image.Image, max_side: int = 1024) -> dict:
     """An image as an inline data-URI content part (PNG, shrunk to max_side)."""
     copy = image.convert("RGB")
@@ -134,3 +151,18 @@ class ChatClient:
 
         with ThreadPoolExecutor(max_workers=max(1, self.config.concurrency)) as pool:
             return list(tqdm(pool.map(guarded, items), total=len(items), desc=desc, disable=len(items) < 2))
+
+
+def json_reply(text: str, read: Callable[[dict], R | None]) -> R | None:
+    """The last flat JSON object in a model's reply that `read` accepts; reasoning models' <think>
+    blocks and any prose around the object are skipped. None when nothing usable is there."""
+    text = THINKING.sub("", text)
+    for match in reversed(list(re.finditer(r"\{.*?\}", text, re.S))):
+        try:
+            payload = json.loads(match.group(0))
+        except json.JSONDecodeError:
+            continue
+        value = read(payload) if isinstance(payload, dict) else None
+        if value is not None:
+            return value
+    return None

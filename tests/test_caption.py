@@ -50,7 +50,7 @@ def test_caption_request_record_and_no_repeat_call(item, tmp_path):
 def test_template_without_fields_and_empty_caption_fail_clearly(item, tmp_path):
     bad = tmp_path / "t.txt"
     bad.write_text("Describe {question}")
-    with pytest.raises(ValueError, match=r"lacks \{options\}, \{original_answer\}, \{new_answer\}"):
+    with pytest.raises(ValueError, match=r"template needs \{options\}, \{original_answer\}, \{new_answer\}"):
         CaptionSettings.from_file(bad)
     with LoopbackServer(lambda body, n: (200, completion(" "), 0)) as server:
         client = ChatClient(EndpointConfig(base_url=server.base_url, max_retries=0))

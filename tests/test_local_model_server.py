@@ -48,3 +48,21 @@ def test_judge_schema_constrains_the_reply_to_a_parsable_verdict(server_url):
         assert letters is not None and set(letters) <= {"A", "B", "C", "D"}, result.text
         assert result.input_tokens > 20 and result.output_tokens > 0
     assert client.usage.as_dict()["calls"] == 2
+
+
+def test_caption_judge_gets_a_schema_constrained_verdict_and_caches_it(server_url, tmp_path):
+    from lmms_contam.judge.candidates import Candidate
+    from lmms_contam.judge.caption_judge import JudgeSettings, judge
+    from lmms_contam.perturb.store import StageStore
+
+    client = ChatClient(EndpointConfig(model="smollm2", base_url=f"{server_url}/v1", max_retries=0, timeout_s=120))
+    settings = JudgeSettings.from_file(max_tokens=150)
+    candidate = Candidate("mmstar", "7", "What animal is shown?\nOptions: A: cat, B: dog", ("cat", "dog"), "B", "dog",
+                          ("a brown dog running on a beach", "sunset over the sea"), (0.97, 0.93))  # fmt: skip
+    store = StageStore(tmp_path)
+    record, cached = judge(client, store, candidate, settings)
+    assert record["outcome"] in ("answerable", "not answerable"), record["replies"]
+    assert record["caption"] in (0, 1, 2) and not cached
+    assert client.usage.as_dict()["calls"] == 1, "a schema-constrained reply parses the first time"
+    again, cached = judge(client, store, candidate, settings)
+    assert cached and again == record and client.usage.as_dict()["calls"] == 1

@@ -22,8 +22,6 @@ from lmms_contam.corpus.embed import (
 from lmms_contam.corpus.sources import lookup, open_corpus
 from lmms_contam.items import Item
 
-SCAN_VERSION = 1
-
 
 def make_embedder(spec: str, device: str = "cpu"):
     """'efficientnet-lite0' (offline), or 'open_clip:MODEL/PRETRAINED' (default open_clip:ViT-L-14/openai)."""
@@ -67,11 +65,12 @@ def scan_benchmark(benchmark: str, corpus: str | Path, out: str | Path, embedder
                      "top_captions": [m["caption"] for m in matches],
                      "top_urls": [m["url"] for m in matches]})  # fmt: skip
     sweep = sorted({*scan.THRESHOLDS, threshold})
-    summary = {"scan_version": SCAN_VERSION, "benchmark": benchmark, "corpus": str(corpus),
+    summary = {"scan_version": scan.SCAN_VERSION, "benchmark": benchmark, "corpus": str(corpus),
                "corpus_rows": sum(s.rows for s in shards), "images": len(ids), "threshold": threshold, "k": k,
                "image_only_rate": scan.rates(result, [threshold])[threshold],
                "rates": {str(t): r for t, r in scan.rates(result, sweep).items()},
-               "recipe": asdict(embedder.recipe)}  # fmt: skip
+               "recipe": asdict(embedder.recipe), "eval_source": originals or "hub",
+               "eval_ids_sha256": scan.ids_sha256(ids)}  # fmt: skip
     with atomic_path(out / f"{benchmark}.matches.parquet") as tmp:
         datasets.Dataset.from_list(rows).to_parquet(str(tmp))
     with atomic_path(out / f"{benchmark}.summary.json") as tmp:

@@ -8,6 +8,7 @@ shard's result is saved on its own, so a rerun skips finished shards and shards 
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,12 @@ from lmms_contam.atomic import atomic_path
 DEFAULT_K = 10
 DEFAULT_CHUNK = 65_536
 THRESHOLDS = (0.8, 0.85, 0.9, 0.95, 0.99)
+SCAN_VERSION = 1  # of the written matches and summary
+
+
+def ids_sha256(ids: list[str]) -> str:
+    """A scan's fingerprint of its eval set, its ids in order: later stages refuse another version."""
+    return hashlib.sha256("\x1f".join(ids).encode()).hexdigest()
 
 
 @dataclass(frozen=True)

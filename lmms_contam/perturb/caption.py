@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lmms_contam.items import Item
-from lmms_contam.llm import ChatClient, image_part
+from lmms_contam.llm import ChatClient, PromptTemplate, image_part
 from lmms_contam.perturb.store import StageStore
 from lmms_contam.schema import option_letters
 
@@ -26,11 +26,12 @@ class CaptionSettings:
 
     @classmethod
     def from_file(cls, path: str | Path, **overrides) -> CaptionSettings:
-        text = Path(path).read_text()
-        missing = [f for f in ("{question}", "{options}", "{original_answer}", "{new_answer}") if f not in text]
-        if missing:
-            raise ValueError(f"{path}: the caption template lacks {', '.join(missing)}")
-        return cls(template=text, **overrides)
+        return cls(
+            template=PromptTemplate(
+                path, ("question", "options", "original_answer", "new_answer"), "edit-caption"
+            ).text,
+            **overrides,
+        )
 
     @property
     def template_sha256(self) -> str:

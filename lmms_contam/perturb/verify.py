@@ -9,8 +9,6 @@ model could otherwise pass or fail for the wrong reason).
 from __future__ import annotations
 
 import hashlib
-import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,12 +16,11 @@ import numpy as np
 from PIL import Image
 
 from lmms_contam.items import Item
-from lmms_contam.llm import ChatClient, image_part
+from lmms_contam.llm import ChatClient, PromptTemplate, image_part, json_reply
 from lmms_contam.perturb.store import StageStore
 from lmms_contam.schema import option_letters
 
 JUDGE_STAGE = "judge"
-THINKING = re.compile(r"<think>.*?</think>", re.S)
 
 
 def verdict_schema(n_options: int) -> dict:
@@ -53,10 +50,7 @@ class JudgeSettings:
 
     @classmethod
     def from_file(cls, path: str | Path, **overrides) -> JudgeSettings:
-        text = Path(path).read_text()
-        if "{question}" not in text or "{options}" not in text:
-            raise ValueError(f"{path}: the judge template needs {{question}} and {{options}}")
-        return cls(template=text, **overrides)
+        return cls(template=PromptTemplate(path, ("question", "options"), "verification judge").text, **overrides)
 
     @property
     def template_sha256(self) -> str:
@@ -65,18 +59,16 @@ class JudgeSettings:
 
 def parse_verdict(text: str, n_options: int) -> list[str] | None:
     """The option letters the judge called correct; None when its reply holds no usable JSON."""
-    text = THINKING.sub("", text)
-    for match in reversed(list(re.finditer(r"\{.*?\}", text, re.S))):
-        try:
-            payload = json.loads(match.group(0))
-        except json.JSONDecodeError:
-            continue
-        letters = payload.get("correct_options") if isinstance(payload, dict) else None
+
+    def read(payload: dict) -> list[str] | None:
+        letters = payload.get("correct_options")
         if isinstance(letters, list) and all(isinstance(x, str) for x in letters):
             cleaned = sorted({x.strip().upper()[:1] for x in letters if x.strip()})
             if all(x in option_letters(n_options) for x in cleaned):
                 return cleaned
-    return None
+        return None
+
+    return json_reply(text, read)
 
 
 def judge(

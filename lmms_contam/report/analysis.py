@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from lmms_contam import stats
 from lmms_contam.detectors.signals import SIGNALS, DetectorSignal
 from lmms_contam.report.inputs import DetectorRun, ModelBenchmark, ScoredItem
+from lmms_contam.report.rates import BenchmarkRates
 
 CONTAMINATED = "contaminated"
 NO_EVIDENCE = "no evidence"
@@ -137,3 +138,4 @@ class Analysed:
     results: list[BenchmarkResult]  # semantic perturbation, with verdicts
     detectors: list[DetectorResult]
     alpha: float
+    rates: list[BenchmarkRates] = field(default_factory=list)  # of the benchmarks, from scans and judges

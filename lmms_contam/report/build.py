@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from lmms_contam.atomic import atomic_path
-from lmms_contam.report import analysis, inputs, render
+from lmms_contam.report import analysis, inputs, rates, render
 
 
 def build(
@@ -16,15 +16,20 @@ def build(
     markdown: str | Path | None = None,
     json_path: str | Path | None = None,
     html_path: str | Path | None = None,
+    scans: str | Path | None = None,
 ) -> tuple[analysis.Analysed, str]:
     """Return the analysis and the Markdown text; write the requested files atomically."""
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be between 0 and 1, got {alpha}")
-    loaded = inputs.load(paths)
+    paths = list(paths)
+    if not paths and scans is None:
+        raise inputs.ReportInputError("nothing to report: give lmms-eval output folders, or --scans, or both")
+    loaded = inputs.load(paths) if paths else inputs.Loaded([], [])
     analysed = analysis.Analysed(
         results=analysis.decide([analysis.analyse(entry) for entry in loaded.benchmarks], alpha),
         detectors=[analysis.analyse_detector(run) for run in loaded.detectors],
         alpha=alpha,
+        rates=rates.load(scans) if scans is not None else [],
     )
     text = render.to_markdown(analysed)
     outputs: dict[Path, str] = {}

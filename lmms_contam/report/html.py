@@ -16,7 +16,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from lmms_contam.report import evidence as evidence_mod  # noqa: E402
 from lmms_contam.report.analysis import Analysed, BenchmarkResult  # noqa: E402
-from lmms_contam.report.render import detail_rows, detector_legend, detector_rows, leaderboard_rows  # noqa: E402
+from lmms_contam.report.render import (  # noqa: E402
+    RATES_LEGEND,
+    detail_rows,
+    detector_legend,
+    detector_rows,
+    leaderboard_rows,
+    rate_rows,
+)
 
 MAX_FLAGGED_SHOWN = 24
 VERDICT_COLOUR = {"contaminated": "#c62828", "inconclusive": "#ef6c00", "no evidence": "#2e7d32"}
@@ -135,6 +142,9 @@ def to_html(analysed: Analysed) -> str:
     if analysed.detectors:
         sections += ["<h2>Peer detectors</h2>", f"<p>{html.escape(detector_legend(alpha))}</p>",
                      _table(*detector_rows(analysed))]  # fmt: skip
+    if analysed.rates:
+        sections += ["<h2>Contamination rates of the benchmarks</h2>", f"<p>{html.escape(RATES_LEGEND)}</p>",
+                     _table(*rate_rows(analysed))]  # fmt: skip
     if results:
         sections += ["<h2>Accuracy, original vs perturbed (95% CI)</h2>",
                      f'<img alt="accuracy plot" src="{accuracy_plot(results)}">']  # fmt: skip

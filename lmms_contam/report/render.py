@@ -73,6 +73,12 @@ def to_json(analysed: Analysed) -> str:
             }
             for r in results
         ],
+        "rates": [
+            {"benchmark": r.benchmark, "images": r.images, "threshold": r.threshold,
+             "image_only_rate": r.image_only_rate, "sweep": r.sweep, "recipe": r.recipe, "judge": r.judge,
+             "source": r.source}
+            for r in analysed.rates
+        ],
         "detectors": [
             {"model": d.model, "benchmark": d.benchmark, **d.signal.as_dict(), "flagged": d.signal.flagged(alpha),
              "source": d.source}
@@ -138,6 +144,32 @@ def detector_rows(analysed: Analysed) -> tuple[list[str], list[list[str]]]:
     return ["model", "benchmark", "semantic perturbation", *(LABELS[d] for d in DETECTORS)], rows
 
 
+def rate_rows(analysed: Analysed) -> tuple[list[str], list[list[str]]]:
+    """Per scanned benchmark: image-only rate, and the judge's image-text rate where one was made."""
+    rows = []
+    for r in analysed.rates:
+        judged = (r.judge or {}).get("judge")
+        agreement = (judged or {}).get("agreement")
+        rows.append([
+            r.benchmark, str(r.images), f"{pct(r.image_only_rate)} (> {r.threshold})",
+            f"{pct(judged['image_text_rate'])} (up to {pct(judged['image_text_rate_upper'])}; "
+            f"{judged['usage'][0]['model']})" if judged else "not judged",
+            pct(r.judge["prefilter_rate"]) if r.judge else "-",
+            str(judged["counts"].get("unjudged", 0)) if judged else "-",
+            f"{agreement['agree']} of {agreement['judged_by_both']}" if agreement else "-",
+        ])  # fmt: skip
+    header = ["benchmark", "images", "image-only rate % (similarity)", "image-text rate % (judge)",
+              "n-gram pre-filter %", "unjudged", "judge agreement"]  # fmt: skip
+    return header, rows
+
+
+RATES_LEGEND = (
+    "Image-only: eval images with a corpus image above the similarity threshold. Image-text: samples whose "
+    "matched captions give the answer away, by the LLM judge (the upper bound counts unjudged samples as "
+    "answerable). Pre-filter: samples with a discriminative answer word in a matched caption."
+)
+
+
 def detector_legend(alpha: float) -> str:
     described = "; ".join(f"{LABELS[d]}: {DESCRIPTIONS[d]}" for d in DETECTORS)
     return (
@@ -161,4 +193,6 @@ def to_markdown(analysed: Analysed) -> str:
                   "## Details", "", _table(*detail_rows(results)), ""]  # fmt: skip
     if analysed.detectors:
         parts += ["## Peer detectors", "", detector_legend(alpha), "", _table(*detector_rows(analysed)), ""]
+    if analysed.rates:
+        parts += ["## Contamination rates of the benchmarks", "", RATES_LEGEND, "", _table(*rate_rows(analysed)), ""]
     return "\n".join(parts)

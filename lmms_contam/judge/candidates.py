@@ -1,0 +1,121 @@
+"""Per eval sample: its question, options and answer, and the captions of its corpus matches.
+
+The matches come from a scan's output (`<benchmark>.matches.parquet` + `.summary.json`); the
+samples from the same benchmark loader the scan embedded, refused when their ids differ from the
+scan's (another benchmark version or local copy).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from lmms_contam.benchmarks import loaders
+from lmms_contam.corpus import scan
+from lmms_contam.items import Item
+from lmms_contam.schema import option_letters
+
+MAX_CAPTION_CHARS = 500  # alt-text is short; a longer caption is cut here, with a notice
+
+
+class JudgeInputError(ValueError):
+    """A scan or benchmark that cannot be judged as it is; the message names the file."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    benchmark: str
+    original_id: str
+    question: str
+    options: tuple[str, ...]
+    answer: str  # the gold as the benchmark writes it (a letter, or the option text)
+    answer_text: str  # the gold option's text
+    captions: tuple[str, ...]  # non-empty captions of matches above the threshold, best first
+    similarities: tuple[float, ...]
+
+    @property
+    def captions_sha256(self) -> str:
+        return hashlib.sha256("\x1f".join(self.captions).encode()).hexdigest()
+
+
+@dataclass
+class ScanInput:
+    summary: dict
+    candidates: list[Candidate]  # samples with at least one captioned match above the threshold
+    samples: int  # every eval sample of the scan
+    without_captions: int  # matched above the threshold, but every caption empty
+    truncated: int  # captions cut to MAX_CAPTION_CHARS
+
+
+def read_scan(scans: Path, benchmark: str) -> tuple[dict, pd.DataFrame]:
+    summary_path, matches_path = scans / f"{benchmark}.summary.json", scans / f"{benchmark}.matches.parquet"
+    for path in (summary_path, matches_path):
+        if not path.is_file():
+            raise JudgeInputError(f"{path}: missing; run `lmms-contam scan --eval {benchmark} --out {scans}` first")
+    try:
+        summary = json.loads(summary_path.read_text())
+    except json.JSONDecodeError as exc:
+        raise JudgeInputError(f"{summary_path}: not valid JSON ({exc})") from exc
+    if summary.get("scan_version") != scan.SCAN_VERSION or summary.get("benchmark") != benchmark:
+        raise JudgeInputError(
+            f"{summary_path}: a scan of {summary.get('benchmark')!r}, version {summary.get('scan_version')}; "
+            f"expected {benchmark!r}, version {scan.SCAN_VERSION}"
+        )
+    return summary, pd.read_parquet(matches_path)
+
+
+def _answer_text(item: Item) -> str:
+    if item.answer in item.options:
+        return item.answer
+    letters = option_letters(len(item.options))
+    if item.answer in letters:
+        return item.options[letters.index(item.answer)]
+    return item.answer  # open-ended: the answer is its own text
+
+
+def build(scans: str | Path, benchmark: str, originals: str | None, threshold: float | None = None,
+          top_k: int | None = None) -> ScanInput:  # fmt: skip
+    """Candidates from a scan; threshold defaults to the scan's own (the image-only threshold)."""
+    scans = Path(scans)
+    summary, matches = read_scan(scans, benchmark)
+    threshold = summary["threshold"] if threshold is None else threshold
+    top_k = summary["k"] if top_k is None else top_k
+    items = {i.original_id: i for i in loaders.items(benchmark, loaders.load_rows(benchmark, originals))
+             if isinstance(i, Item)}  # fmt: skip
+    scanned = [str(i) for i in matches["original_id"]]
+    expected = summary.get("eval_ids_sha256")
+    if expected is not None and scan.ids_sha256(list(items)) != expected:
+        raise JudgeInputError(
+            f"{scans / (benchmark + '.summary.json')}: the scan embedded another version of {benchmark} "
+            f"(its eval ids differ from {originals or 'the hub copy'}); judge with the copy the scan used"
+        )
+    missing = [i for i in scanned if i not in items]
+    if missing:
+        raise JudgeInputError(f"{benchmark}: {len(missing)} scanned id(s) are not in the benchmark (e.g. {missing[0]})")
+    candidates, without_captions, truncated = [], 0, 0
+    for number, row in enumerate(matches.itertuples()):
+        if len(row.top_captions) != len(row.top_similarities):
+            raise JudgeInputError(
+                f"{scans / (benchmark + '.matches.parquet')}: row {number} ({row.original_id}): "
+                f"{len(row.top_captions)} captions but {len(row.top_similarities)} similarities"
+            )
+        pairs = [(str(c or "").strip(), float(s)) for c, s in zip(row.top_captions, row.top_similarities, strict=True)
+                 if float(s) > threshold][:top_k]  # fmt: skip
+        if not pairs:
+            continue
+        captioned = [(c, s) for c, s in pairs if c]
+        if not captioned:
+            without_captions += 1
+            continue
+        truncated += sum(len(c) > MAX_CAPTION_CHARS for c, _ in captioned)
+        item = items[str(row.original_id)]
+        candidates.append(Candidate(
+            benchmark, item.original_id, item.question, tuple(item.options), item.answer, _answer_text(item),
+            tuple(c[:MAX_CAPTION_CHARS] for c, _ in captioned), tuple(s for _, s in captioned),
+        ))  # fmt: skip
+    summary = {**summary, "judge_threshold": threshold, "judge_top_k": top_k}
+    return ScanInput(summary, candidates, len(scanned), without_captions, truncated)

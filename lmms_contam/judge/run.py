@@ -1,0 +1,102 @@
+"""`lmms-contam judge`: the image-text contamination rate of a scanned benchmark.
+
+Writes `<scans>/<benchmark>.judge.parquet` (one row per sample with a captioned match above the
+threshold: the pre-filter's hit, each judge's verdict, caption and reason) and
+`<benchmark>.judge.json` (rates, counts, agreement, usage), both atomically.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import asdict
+from pathlib import Path
+
+import pandas as pd
+
+from lmms_contam.atomic import atomic_path
+from lmms_contam.judge import candidates as candidates_mod
+from lmms_contam.judge.caption_judge import ANSWERABLE, UNJUDGED, JudgeSettings, judge
+from lmms_contam.judge.ngram import prefilter
+from lmms_contam.llm import ChatClient, EndpointConfig
+from lmms_contam.perturb.store import StageStore
+
+JUDGE_VERSION = 1
+
+
+def _verdicts(endpoint: EndpointConfig, settings: JudgeSettings, store: StageStore, found: list, replica: int,
+              benchmark: str) -> tuple[list[dict], dict]:  # fmt: skip
+    """One judge's records for every candidate (an API failure after the SDK's retries is unjudged)."""
+    client = ChatClient(endpoint)
+    outcomes = client.map(lambda c: judge(client, store, c, settings, replica), found,
+                          desc=f"judging {benchmark} ({endpoint.model})")  # fmt: skip
+    records, hits = [], 0
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            records.append(
+                {"outcome": UNJUDGED, "caption": None, "reason": f"API error: {outcome}", "model": endpoint.model}
+            )
+        else:
+            record, cached = outcome
+            hits += cached
+            records.append(record)
+    usage = {**client.usage.as_dict(), "cache_hits": hits, "model": endpoint.model}
+    return records, usage
+
+
+def judge_benchmark(scans: str | Path, benchmark: str, *, originals: str | None = None,
+                    endpoint: EndpointConfig | None = None, settings: JudgeSettings | None = None,
+                    second: EndpointConfig | None = None, threshold: float | None = None,
+                    top_k: int | None = None) -> dict:  # fmt: skip
+    """Pre-filter every candidate; with an endpoint, judge it too (and again with `second`, for agreement).
+
+    `second` may be the same endpoint: it then re-judges with another seed (replica 1).
+    """
+    scans = Path(scans)
+    data = candidates_mod.build(scans, benchmark, originals, threshold, top_k)
+    hits = [prefilter(c) for c in data.candidates]
+    rows = [{"original_id": c.original_id, "captions": list(c.captions), "similarities": list(c.similarities),
+             "prefilter_hit": hit is not None, "prefilter_gram": hit.gram if hit else None,
+             "prefilter_caption": hit.caption + 1 if hit else None}
+            for c, hit in zip(data.candidates, hits, strict=True)]  # fmt: skip
+    summary = {
+        "judge_version": JUDGE_VERSION, "benchmark": benchmark, "samples": data.samples,
+        "threshold": data.summary["judge_threshold"], "top_k": data.summary["judge_top_k"],
+        "image_only_rate": data.summary.get("image_only_rate"), "scan_recipe": data.summary.get("recipe"),
+        "matched_with_captions": len(data.candidates), "matched_without_captions": data.without_captions,
+        "captions_truncated": data.truncated, "prefilter_hits": sum(h is not None for h in hits),
+        "prefilter_rate": sum(h is not None for h in hits) / data.samples if data.samples else float("nan"),
+    }  # fmt: skip
+    if endpoint is not None:
+        settings = settings or JudgeSettings.from_file()
+        store = StageStore(scans / "judge-cache")
+        judges = [(endpoint, 0)]
+        if second is not None:
+            judges.append((second, 1 if second == endpoint else 0))
+        results = [_verdicts(e, settings, store, data.candidates, replica, benchmark) for e, replica in judges]
+        for number, (records, _) in enumerate(results, 1):
+            for row, record in zip(rows, records, strict=True):
+                row.update({f"judge{number}_outcome": record["outcome"], f"judge{number}_caption": record["caption"],
+                            f"judge{number}_reason": record["reason"]})  # fmt: skip
+        counts = Counter(r["outcome"] for r in results[0][0])
+        summary["judge"] = {
+            "template_sha256": settings.template_sha256, "settings": {k: v for k, v in asdict(settings).items()
+                                                                      if k != "template"},
+            "counts": dict(counts), "image_text_rate": counts[ANSWERABLE] / data.samples,
+            # Unjudged samples are not clean: the rate could be this high if they all were answerable.
+            "image_text_rate_upper": (counts[ANSWERABLE] + counts[UNJUDGED]) / data.samples,
+            "usage": [usage for _, usage in results],
+        }  # fmt: skip
+        if second is not None:
+            pairs = [(a["outcome"], b["outcome"]) for a, b in zip(results[0][0], results[1][0], strict=True)
+                     if UNJUDGED not in (a["outcome"], b["outcome"])]  # fmt: skip
+            summary["judge"]["agreement"] = {
+                "second": second.model + (" (another seed)" if second == endpoint else ""),
+                "judged_by_both": len(pairs), "agree": sum(a == b for a, b in pairs),
+                "rate": sum(a == b for a, b in pairs) / len(pairs) if pairs else float("nan"),
+            }  # fmt: skip
+    with atomic_path(scans / f"{benchmark}.judge.parquet") as tmp:
+        pd.DataFrame(rows, columns=list(rows[0]) if rows else ["original_id"]).to_parquet(tmp)
+    with atomic_path(scans / f"{benchmark}.judge.json") as tmp:
+        tmp.write_text(json.dumps(summary, indent=2) + "\n")
+    return summary

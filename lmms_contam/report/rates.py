@@ -1,0 +1,56 @@
+"""Contamination rates of the benchmarks themselves, from `lmms-contam scan` and `judge` outputs.
+
+A judge summary is shown only beside the scan it was made from (same benchmark and embedding
+recipe); anything else is refused with the file named.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from lmms_contam.corpus.scan import SCAN_VERSION
+from lmms_contam.report.inputs import ReportInputError
+
+
+@dataclass(frozen=True)
+class BenchmarkRates:
+    benchmark: str
+    images: int
+    threshold: float
+    image_only_rate: float
+    sweep: dict[str, float]  # threshold -> image-only rate
+    recipe: dict
+    judge: dict | None  # the judge summary, when one was made from this scan
+    source: str
+
+
+def _read(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ReportInputError(f"{path}: not valid JSON (truncated?): {exc}") from exc
+
+
+def load(folder: str | Path) -> list[BenchmarkRates]:
+    folder = Path(folder)
+    summaries = sorted(folder.glob("*.summary.json"))
+    if not summaries:
+        raise ReportInputError(f"{folder}: no <benchmark>.summary.json (an `lmms-contam scan --out` folder?)")
+    found = []
+    for path in summaries:
+        scan = _read(path)
+        if scan.get("scan_version") != SCAN_VERSION:
+            raise ReportInputError(f"{path}: scan version {scan.get('scan_version')}; this report reads {SCAN_VERSION}")
+        benchmark = scan["benchmark"]
+        judge_path = folder / f"{benchmark}.judge.json"
+        judge = _read(judge_path) if judge_path.exists() else None
+        if judge is not None and (judge.get("benchmark") != benchmark or judge.get("scan_recipe") != scan["recipe"]):
+            raise ReportInputError(
+                f"{judge_path}: made from another scan than {path} (benchmark or embedding recipe differs); "
+                f"rerun `lmms-contam judge {folder} --benchmark {benchmark}`"
+            )
+        found.append(BenchmarkRates(benchmark, scan["images"], scan["threshold"], scan["image_only_rate"],
+                                    scan.get("rates", {}), scan["recipe"], judge, str(path)))  # fmt: skip
+    return found
