@@ -132,7 +132,7 @@ def _scan(args: argparse.Namespace) -> int:
 
 
 def _judge(args: argparse.Namespace) -> int:
-    from lmms_contam.judge.candidates import JudgeInputError
+    from lmms_contam.judge.candidates import MAX_CAPTION_CHARS, JudgeInputError
     from lmms_contam.judge.caption_judge import DEFAULT_TEMPLATE, JudgeSettings
     from lmms_contam.judge.run import judge_benchmark
     from lmms_contam.llm import EndpointConfig
@@ -158,6 +158,11 @@ def _judge(args: argparse.Namespace) -> int:
     n = summary["samples"]
     print(f"{args.benchmark}: {summary['matched_with_captions']} of {n} samples have captioned matches above "
           f"{summary['threshold']}; n-gram pre-filter rate {summary['prefilter_rate']:.3f}")  # fmt: skip
+    if summary["matched_without_captions"]:
+        print(f"  notice: {summary['matched_without_captions']} matched sample(s) have only empty captions")
+    if summary["captions_truncated"]:
+        print(f"  notice: {summary['captions_truncated']} caption(s) longer than {MAX_CAPTION_CHARS} characters "
+              "were cut to that length")  # fmt: skip
     if "judge" in summary:
         judged = summary["judge"]
         counts = judged["counts"]

@@ -99,6 +99,8 @@ def test_rates_counts_and_cache_against_scripted_verdicts(tmp_path):
     with LoopbackServer(scripted) as server:
         done = run_judge(scans, originals, base_url=server.base_url)
         assert done.returncode == 0, done.stderr
+        assert "notice: 1 caption(s) longer than 500 characters were cut" in done.stdout
+        assert "notice: 1 matched sample(s) have only empty captions" in done.stdout
         first_calls = len(server.requests)
         # 5 candidates; "garbage" is asked 3 times, "garbage-then-valid" twice.
         assert first_calls == 3 + 3 + 2
