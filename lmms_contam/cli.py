@@ -131,6 +131,23 @@ def _scan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _embed_corpus(args: argparse.Namespace) -> int:
+    from lmms_contam.corpus.ingest import embed_corpus
+    from lmms_contam.corpus.run import make_embedder
+
+    try:
+        summary = embed_corpus(args.source, args.out, make_embedder(args.embedder, args.device),
+                               shard_size=args.shard_size, image_column=args.image_column)  # fmt: skip
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"lmms-contam embed-corpus: {exc}", file=sys.stderr)
+        return 2
+    print(
+        f"{summary['embedded']} images embedded into {summary['shards']} shard(s) in {args.out} "
+        f"({summary['shards_reused']} reused); {summary['skipped']} skipped (reasons in {args.out}/skipped/)"
+    )
+    return 0
+
+
 def _judge(args: argparse.Namespace) -> int:
     from lmms_contam.judge.candidates import MAX_CAPTION_CHARS, JudgeInputError
     from lmms_contam.judge.caption_judge import DEFAULT_TEMPLATE, JudgeSettings
@@ -321,6 +338,26 @@ def build_parser() -> argparse.ArgumentParser:
     scan.add_argument("--originals", help="a local copy of the benchmark (default: lmms-eval's hub id)")
     scan.add_argument("--device", default="cpu", help="torch device for the embedder")
     scan.set_defaults(run=_scan)
+
+    corpus = commands.add_parser(
+        "embed-corpus",
+        help="embed a corpus of images (folder, webdataset tars, parquet) for `scan`",
+        description="Embed every image of a folder (captions from .txt/.json sidecars), webdataset tar shards "
+        "(image + .txt/.json per key) or parquet files (an image column of bytes, caption and url columns) into "
+        "the clip-retrieval layout `scan --corpus` reads: img_emb/, metadata/ and recipe.json. Resumable per "
+        "shard; undecodable images are skipped and listed with their reason in <out>/skipped/.",
+    )
+    corpus.add_argument("source", help="a folder, a .tar or .parquet file, or a folder of them")
+    corpus.add_argument("--out", required=True, help="output corpus folder")
+    corpus.add_argument(
+        "--embedder",
+        default="open_clip:ViT-L-14/openai",
+        help="open_clip:MODEL/PRETRAINED (default, the paper's) or efficientnet-lite0 (offline)",
+    )
+    corpus.add_argument("--shard-size", type=int, default=100_000, help="source images per shard (default 100000)")
+    corpus.add_argument("--image-column", default="image", help="parquet column holding the images (default image)")
+    corpus.add_argument("--device", default="cpu", help="torch device for the embedder")
+    corpus.set_defaults(run=_embed_corpus)
 
     judge = commands.add_parser(
         "judge",

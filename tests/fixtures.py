@@ -174,3 +174,15 @@ def answers_right(benchmark: str, row: dict, response: str, variant: str) -> int
     else:
         parsed = response if response in ("A", "B") else None
     return int(parsed == gold)
+
+
+def write_mmstar_originals(path: Path, size: int = 224) -> Path:
+    """A local MMStar copy in lmms-eval's layout (the original items of the fixture), for `--originals`."""
+    import datasets
+
+    rows = mmstar_rows(real_photos(size=size))
+    table = [{"index": int(r["original_id"]), "question": r["question"], "answer": r["original_answer"],
+              "category": r["category"], "l2_category": r["l2_category"], "image": r["original_image"]}
+             for r in rows]  # fmt: skip
+    datasets.Dataset.from_list(table).cast_column("image", datasets.Image()).to_parquet(str(path))
+    return path

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from fixtures import mmstar_rows, real_photos
+from fixtures import real_photos, write_mmstar_originals
 from PIL import Image, ImageOps
 
 from lmms_contam.corpus.embed import EfficientNetLite0Embedder
@@ -31,12 +31,7 @@ def test_scan_finds_planted_copies_with_their_captions(tmp_path):
     from sklearn.datasets import load_sample_images
 
     photos = [Image.open(io.BytesIO(p)).convert("RGB") for p in real_photos(size=224)]
-    rows = mmstar_rows(real_photos(size=224))
-    table = [{"index": int(r["original_id"]), "question": r["question"], "answer": r["original_answer"],
-              "category": r["category"], "l2_category": r["l2_category"], "image": r["original_image"]}
-             for r in rows]  # fmt: skip
-    originals = tmp_path / "mmstar.parquet"
-    datasets.Dataset.from_list(table).cast_column("image", datasets.Image()).to_parquet(str(originals))
+    originals = write_mmstar_originals(tmp_path / "mmstar.parquet")
 
     planted = [ImageOps.mirror(photos[0]), jpeg(photos[1]), photos[2].crop((10, 10, 200, 200)), jpeg(photos[3])]
     strangers = photos[12:16] + [Image.fromarray(a) for a in load_sample_images().images]

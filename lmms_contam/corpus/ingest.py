@@ -1,0 +1,182 @@
+"""Embed a corpus of images into the clip-retrieval layout that `scan` reads.
+
+Sources: a folder of images (captions from same-name .txt or .json sidecars, as img2dataset writes
+them), webdataset tar shards (members grouped by key: an image plus .txt/.json), and parquet files
+with an image column (raw bytes, or datasets' {bytes, path}) and caption/url columns. Shards of
+`shard_size` source rows are written as they fill, metadata first and vectors last, so a rerun
+skips finished shards. An image that cannot be decoded is skipped with its reason in
+`skipped/skipped_N.jsonl` and counted, never silently dropped; CMYK, 16-bit, alpha and animated
+images are converted (see embed.to_rgb).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import tarfile
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from tqdm.auto import tqdm
+
+from lmms_contam.atomic import atomic_path
+from lmms_contam.corpus.embed import Recipe, decode, require_same_recipe
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp", ".tif", ".tiff")
+DEFAULT_SHARD_SIZE = 100_000
+
+
+@dataclass(frozen=True)
+class CorpusRecord:
+    key: str  # where it came from: a path, tar member or parquet row
+    data: bytes
+    caption: str
+    url: str
+
+
+def _sidecar(text: str | None, suffix: str) -> tuple[str, str]:
+    """(caption, url) from a .txt (the caption) or .json ({caption, url}) sidecar."""
+    if text is None:
+        return "", ""
+    if suffix == ".txt":
+        return text.strip(), ""
+    payload = json.loads(text)
+    return str(payload.get("caption") or ""), str(payload.get("url") or "")
+
+
+def _from_folder(root: Path) -> Iterator[CorpusRecord]:
+    for path in sorted(p for p in root.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES):
+        caption, url = "", ""
+        for suffix in (".json", ".txt"):
+            sidecar = path.with_suffix(suffix)
+            if sidecar.exists():
+                caption, url = _sidecar(sidecar.read_text(encoding="utf-8"), suffix)
+                break
+        yield CorpusRecord(str(path), path.read_bytes(), caption, url)
+
+
+def _from_tars(tars: list[Path]) -> Iterator[CorpusRecord]:
+    for tar_path in tars:
+        with tarfile.open(tar_path) as archive:
+            groups: dict[str, dict[str, bytes]] = {}
+            for member in archive:
+                if not member.isfile():
+                    continue
+                key, dot, suffix = member.name.partition(".")
+                groups.setdefault(key, {})[f"{dot}{suffix}".lower()] = archive.extractfile(member).read()
+            for key, files in groups.items():
+                image = next((files[s] for s in IMAGE_SUFFIXES if s in files), None)
+                if image is None:
+                    continue
+                text = files.get(".json") or files.get(".txt")
+                suffix = ".json" if ".json" in files else ".txt"
+                caption, url = _sidecar(text.decode("utf-8") if text is not None else None, suffix)
+                yield CorpusRecord(f"{tar_path}:{key}", image, caption, url)
+
+
+def _from_parquet(files: list[Path], image_column: str) -> Iterator[CorpusRecord]:
+    for path in files:
+        table = pq.ParquetFile(path)
+        if image_column not in table.schema_arrow.names:
+            raise ValueError(f"{path}: no {image_column!r} column (columns: {', '.join(table.schema_arrow.names)})")
+        row = 0
+        for batch in table.iter_batches(batch_size=1024):
+            columns = batch.to_pydict()
+            blank = [""] * batch.num_rows
+            for image, caption, url in zip(columns[image_column], columns.get("caption", blank),
+                                           columns.get("url", blank), strict=True):  # fmt: skip
+                data = image.get("bytes") if isinstance(image, dict) else image
+                yield CorpusRecord(f"{path}:{row}", data or b"", str(caption or ""), str(url or ""))
+                row += 1
+
+
+def records(source: str | Path, image_column: str = "image") -> Iterator[CorpusRecord]:
+    """Every image of a folder, tar shard(s) or parquet file(s), in a fixed order."""
+    source = Path(source)
+    if source.is_file():
+        if source.suffix == ".tar":
+            return _from_tars([source])
+        if source.suffix == ".parquet":
+            return _from_parquet([source], image_column)
+        raise ValueError(f"{source}: not a .tar or .parquet file, or a folder")
+    if not source.is_dir():
+        raise ValueError(f"{source}: no such file or folder")
+    if tars := sorted(source.glob("*.tar")):
+        return _from_tars(tars)
+    if parquets := sorted(source.glob("*.parquet")):
+        return _from_parquet(parquets, image_column)
+    return _from_folder(source)
+
+
+def _decoded(record: CorpusRecord):
+    try:
+        return decode(record.data, record.key)
+    except ValueError as exc:
+        return exc
+
+
+def _write_shard(out: Path, number: int, kept: list[CorpusRecord], vectors: np.ndarray | None,
+                 skipped: list[dict], dtype: str) -> None:  # fmt: skip
+    """Skips, then metadata, then vectors: the vectors file marks the shard done. A shard whose every
+    image was skipped has no vectors (a rerun tries it again)."""
+    with atomic_path(out / "skipped" / f"skipped_{number}.jsonl") as tmp:
+        tmp.write_text("".join(json.dumps(s) + "\n" for s in skipped))
+    if vectors is None:
+        return
+    metadata = pa.table({"caption": [r.caption for r in kept], "url": [r.url for r in kept],
+                         "source": [r.key for r in kept]})  # fmt: skip
+    with atomic_path(out / "metadata" / f"metadata_{number}.parquet") as tmp:
+        pq.write_table(metadata, tmp)
+    with atomic_path(out / "img_emb" / f"img_emb_{number}.npy") as tmp, open(tmp, "wb") as handle:
+        np.save(handle, vectors.astype(dtype), allow_pickle=False)
+
+
+def embed_corpus(source: str | Path, out: str | Path, embedder, shard_size: int = DEFAULT_SHARD_SIZE,
+                 image_column: str = "image", decode_threads: int = 4) -> dict:  # fmt: skip
+    """Embed every image of `source` into `out` (img_emb/, metadata/, recipe.json); resumable per shard."""
+    if shard_size < 1:
+        raise ValueError(f"shard size must be positive, got {shard_size}")
+    out = Path(out)
+    recipe_path = out / "recipe.json"
+    if recipe_path.exists():
+        require_same_recipe(embedder.recipe, Recipe(**json.loads(recipe_path.read_text())), f"{out}")
+    else:
+        with atomic_path(recipe_path) as tmp:
+            tmp.write_text(json.dumps(asdict(embedder.recipe), indent=2))
+    stream = records(source, image_column)
+    counts = {"shards": 0, "shards_reused": 0, "embedded": 0, "skipped": 0}
+    progress = tqdm(desc=f"embedding {source}", unit="image")
+    with ThreadPoolExecutor(max_workers=decode_threads) as pool:  # decoding on threads, PIL frees the GIL
+        for number in itertools.count():
+            chunk = list(itertools.islice(stream, shard_size))
+            if not chunk:
+                break
+            counts["shards"] += 1
+            done = out / "img_emb" / f"img_emb_{number}.npy"
+            if done.exists():
+                rows = len(np.load(done, mmap_mode="r", allow_pickle=False))
+                counts["shards_reused"] += 1
+                counts["embedded"] += rows
+                counts["skipped"] += len(chunk) - rows
+                progress.update(len(chunk))
+                continue
+            kept, images, skipped = [], [], []
+            for record, image in zip(chunk, pool.map(_decoded, chunk), strict=True):
+                if isinstance(image, Exception):
+                    skipped.append({"source": record.key, "reason": str(image)})
+                else:
+                    kept.append(record)
+                    images.append(image)
+            _write_shard(out, number, kept, embedder.embed(images) if images else None, skipped, embedder.recipe.dtype)
+            counts["embedded"] += len(kept)
+            counts["skipped"] += len(skipped)
+            progress.update(len(chunk))
+    progress.close()
+    if counts["shards"] == 0:
+        raise ValueError(f"{source}: no images found")
+    return {"source": str(source), "out": str(out), **counts, "recipe": asdict(embedder.recipe)}
