@@ -83,11 +83,7 @@ def test_training_prompt_uses_the_tasks_post_prompt():
 
 @pytest.mark.slow
 def test_demo_flags_contaminated_models_and_clears_clean_ones(tmp_path):
-    """The README's main job as it runs there: every claim holds, and lmms-eval agrees with training.
-
-    Not fewer items: with 300, the counterfactuals of that sample are intrinsically harder to read
-    (an ideal image reader loses 0.043) and a fresh-data control was flagged (README: Status).
-    """
+    """The README's main job as it runs there: every claim holds, and lmms-eval agrees with training."""
     out = tmp_path / "demo"
     command = [str(Path(sys.executable).with_name("lmms-contam")), "demo", "--out", str(out)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=1500)
