@@ -46,8 +46,11 @@ def wheel(tmp_path_factory) -> Path:
     return found
 
 
-def test_wheel_ships_every_task_file(wheel):
+def test_wheel_ships_every_task_and_config_file(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
+    for path in (REPO / "lmms_contam" / "configs").rglob("*"):
+        if path.is_file():
+            assert f"lmms_contam/configs/{path.relative_to(REPO / 'lmms_contam' / 'configs')}" in names
     for path in (REPO / "lmms_contam" / "tasks").rglob("*"):
         if path.is_file() and "__pycache__" not in path.parts:
             assert f"lmms_contam/tasks/{path.relative_to(REPO / 'lmms_contam' / 'tasks')}" in names

@@ -19,7 +19,7 @@ from lmms_contam.schema import option_letters
 
 STAGE = "caption_judge"
 ANSWERABLE, NOT_ANSWERABLE, UNJUDGED = "answerable", "not answerable", "unjudged"
-DEFAULT_TEMPLATE = Path(__file__).resolve().parents[2] / "configs" / "judge" / "caption_judge.txt"
+DEFAULT_TEMPLATE = Path(__file__).resolve().parents[1] / "configs" / "judge" / "caption_judge.txt"
 
 
 def verdict_schema(n_captions: int) -> dict:
