@@ -226,6 +226,16 @@ def _experiment(args: argparse.Namespace) -> int:
     return 0 if outcome.passed else 1
 
 
+def _add_embedder_arguments(command: argparse.ArgumentParser) -> None:
+    """How images become vectors; `scan` and `embed-corpus` must agree (their recipes are compared)."""
+    command.add_argument(
+        "--embedder",
+        default="open_clip:ViT-L-14/openai",
+        help="open_clip:MODEL/PRETRAINED (default, the paper's) or efficientnet-lite0 (offline)",
+    )
+    command.add_argument("--device", default="cpu", help="torch device for the embedder")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lmms-contam",
@@ -322,11 +332,7 @@ def build_parser() -> argparse.ArgumentParser:
     scan.add_argument("--eval", required=True, help="comma-separated benchmarks: mmstar,realworldqa,naturalbench")
     scan.add_argument("--corpus", required=True, help="folder with img_emb/img_emb_N.npy, metadata/, recipe.json")
     scan.add_argument("--out", required=True, help="output folder")
-    scan.add_argument(
-        "--embedder",
-        default="open_clip:ViT-L-14/openai",
-        help="open_clip:MODEL/PRETRAINED (default, the paper's) or efficientnet-lite0 (offline)",
-    )
+    _add_embedder_arguments(scan)
     scan.add_argument(
         "--threshold",
         type=float,
@@ -336,7 +342,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     scan.add_argument("--k", type=int, default=10, help="matches kept per eval image (default 10)")
     scan.add_argument("--originals", help="a local copy of the benchmark (default: lmms-eval's hub id)")
-    scan.add_argument("--device", default="cpu", help="torch device for the embedder")
     scan.set_defaults(run=_scan)
 
     corpus = commands.add_parser(
@@ -349,14 +354,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     corpus.add_argument("source", help="a folder, a .tar or .parquet file, or a folder of them")
     corpus.add_argument("--out", required=True, help="output corpus folder")
-    corpus.add_argument(
-        "--embedder",
-        default="open_clip:ViT-L-14/openai",
-        help="open_clip:MODEL/PRETRAINED (default, the paper's) or efficientnet-lite0 (offline)",
-    )
+    _add_embedder_arguments(corpus)
     corpus.add_argument("--shard-size", type=int, default=100_000, help="source images per shard (default 100000)")
     corpus.add_argument("--image-column", default="image", help="parquet column holding the images (default image)")
-    corpus.add_argument("--device", default="cpu", help="torch device for the embedder")
     corpus.set_defaults(run=_embed_corpus)
 
     judge = commands.add_parser(
