@@ -60,16 +60,27 @@ def _from_folder(root: Path) -> Iterator[CorpusRecord]:
         yield CorpusRecord(str(path), path.read_bytes(), caption, url)
 
 
+def _tar_groups(archive: tarfile.TarFile) -> Iterator[tuple[str, dict[str, bytes]]]:
+    """(key, {suffix: bytes}) per sample. Webdataset writes a sample's files next to each other, so
+    one sample at a time is held in memory, not the whole shard."""
+    key, files = None, {}
+    for member in archive:
+        if not member.isfile():
+            continue
+        name, dot, suffix = member.name.partition(".")
+        if name != key and files:
+            yield key, files
+            files = {}
+        key = name
+        files[f"{dot}{suffix}".lower()] = archive.extractfile(member).read()
+    if files:
+        yield key, files
+
+
 def _from_tars(tars: list[Path]) -> Iterator[CorpusRecord]:
     for tar_path in tars:
         with tarfile.open(tar_path) as archive:
-            groups: dict[str, dict[str, bytes]] = {}
-            for member in archive:
-                if not member.isfile():
-                    continue
-                key, dot, suffix = member.name.partition(".")
-                groups.setdefault(key, {})[f"{dot}{suffix}".lower()] = archive.extractfile(member).read()
-            for key, files in groups.items():
+            for key, files in _tar_groups(archive):
                 image = next((files[s] for s in IMAGE_SUFFIXES if s in files), None)
                 if image is None:
                     continue
