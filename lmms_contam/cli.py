@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from lmms_contam import __version__
+from lmms_contam.benchmarks import SCANNABLE
 
 
 def _tasks_dir(_args: argparse.Namespace) -> int:
@@ -119,11 +120,11 @@ def _scan(args: argparse.Namespace) -> int:
 
     try:
         embedder = make_embedder(args.embedder, args.device)
-        for benchmark in args.eval.split(","):
+        for benchmark in args.eval:
             summary = scan_benchmark(benchmark, args.corpus, args.out, embedder, originals=args.originals,
                                      k=args.k, threshold=args.threshold)  # fmt: skip
             print(f"{benchmark}: image-only contamination rate {summary['image_only_rate']:.3f} "
-                  f"(similarity > {args.threshold}, {summary['images']} images, "
+                  f"(similarity > {summary['threshold']}, {summary['images']} images, "
                   f"{summary['corpus_rows']} corpus rows)")  # fmt: skip
     except (ValueError, FileNotFoundError) as exc:
         print(f"lmms-contam scan: {exc}", file=sys.stderr)
@@ -203,6 +204,14 @@ def _at_least(minimum: int):
         return value
 
     return parse
+
+
+def _benchmark_list(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in SCANNABLE]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown benchmark(s) {unknown or text!r}; choose among {SCANNABLE}")
+    return names
 
 
 def _experiment(args: argparse.Namespace) -> int:
@@ -329,15 +338,15 @@ def build_parser() -> argparse.ArgumentParser:
         "0.8-0.99). The corpus is in the clip-retrieval layout with a recipe.json naming how its vectors were "
         "made; the embedder must match it.",
     )
-    scan.add_argument("--eval", required=True, help="comma-separated benchmarks: mmstar,realworldqa,naturalbench")
+    scan.add_argument("--eval", required=True, type=_benchmark_list,
+                      help=f"comma-separated benchmarks among {','.join(SCANNABLE)}")  # fmt: skip
     scan.add_argument("--corpus", required=True, help="folder with img_emb/img_emb_N.npy, metadata/, recipe.json")
     scan.add_argument("--out", required=True, help="output folder")
     _add_embedder_arguments(scan)
     scan.add_argument(
         "--threshold",
         type=float,
-        default=0.9,
-        help="similarity above which an image counts as contaminated (0.9 for CLIP; "
+        help="similarity above which an image counts as contaminated (default: 0.9 for CLIP; "
         "efficientnet-lite0 has its own calibrated 0.5)",
     )
     scan.add_argument("--k", type=int, default=10, help="matches kept per eval image (default 10)")
@@ -369,7 +378,7 @@ def build_parser() -> argparse.ArgumentParser:
         "and .judge.json. The API key comes from the environment variable named by --api-key-env.",
     )
     judge.add_argument("scans", help="the output folder of `lmms-contam scan`")
-    judge.add_argument("--benchmark", required=True, help="a scanned benchmark: mmstar, realworldqa or naturalbench")
+    judge.add_argument("--benchmark", required=True, choices=SCANNABLE, help="a scanned benchmark")
     judge.add_argument("--originals", help="the local copy of the benchmark the scan used (default: the hub id)")
     judge.add_argument("--model", default="gpt-4o", help="judge model (default gpt-4o)")
     judge.add_argument("--base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL, else OpenAI)")

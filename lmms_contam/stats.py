@@ -11,9 +11,11 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy.stats import binomtest
+from scipy.stats import binomtest, fisher_exact
 
 DEFAULT_RESAMPLES = 10_000
+# Below this many items on either side, a subset comparison reports counts but no verdict.
+MIN_SUBSET = 10
 _CHUNK = 500
 
 
@@ -188,6 +190,64 @@ def bootstrap_accuracy_ci(
 ) -> tuple[float, float]:
     """Percentile CI of one side's accuracy (same resampling as the paired CI, against zero)."""
     return paired_bootstrap_ci(np.zeros(len(correct)), correct, strata, seed=seed, confidence=confidence)
+
+
+@dataclass(frozen=True)
+class SubsetComparison:
+    """Accuracy on contaminated (flagged) items against the clean ones: two independent samples."""
+
+    n_flagged: int
+    n_clean: int
+    acc_flagged: float
+    acc_clean: float
+    gap: float  # acc_flagged - acc_clean: > 0 means the score leans on the contaminated part
+    ci_low: float
+    ci_high: float
+    p_value: float  # Fisher's exact test, two-sided
+
+    def verdict(self, alpha: float = 0.05) -> str:
+        if min(self.n_flagged, self.n_clean) < MIN_SUBSET:
+            return f"too few items to say ({self.n_flagged} flagged, {self.n_clean} clean; needs {MIN_SUBSET} each)"
+        if self.p_value >= alpha:
+            return "no significant gap"
+        return "higher on contaminated items" if self.gap > 0 else "lower on contaminated items"
+
+
+def compare_subsets(
+    item_ids: Sequence[str],
+    correct: Sequence[int],
+    flagged: Sequence[bool],
+    *,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = 0.95,
+) -> SubsetComparison:
+    """Gap, bootstrap CI and exact test between the flagged and the clean items.
+
+    Each side is resampled on its own (they are different items). For 0/1 scores the bootstrap
+    mean of n draws with replacement is Binomial(n, acc)/n exactly, so that is what is drawn. The
+    seed comes from the sorted ids: the result does not depend on the harness's order.
+    """
+    right = np.asarray(correct, dtype=float)
+    if not np.isin(right, (0, 1)).all():
+        raise ValueError("compare_subsets needs 0/1 correctness")
+    right = right.astype(int)
+    mask = np.asarray(flagged, dtype=bool)
+    n_flagged, n_clean = int(mask.sum()), int((~mask).sum())
+    hits_flagged, hits_clean = int(right[mask].sum()), int(right[~mask].sum())
+    nan = float("nan")
+    acc_flagged = hits_flagged / n_flagged if n_flagged else nan
+    acc_clean = hits_clean / n_clean if n_clean else nan
+    if not (n_flagged and n_clean):
+        return SubsetComparison(n_flagged, n_clean, acc_flagged, acc_clean, nan, nan, nan, nan)
+    rng = np.random.default_rng(stable_seed("subset-bootstrap", *sorted(map(str, item_ids))))
+    gaps = rng.binomial(n_flagged, acc_flagged, n_resamples) / n_flagged
+    gaps -= rng.binomial(n_clean, acc_clean, n_resamples) / n_clean
+    tail = (1.0 - confidence) / 2.0 * 100.0
+    low, high = np.percentile(gaps, [tail, 100.0 - tail])
+    table = [[hits_flagged, n_flagged - hits_flagged], [hits_clean, n_clean - hits_clean]]
+    p_value = float(fisher_exact(table).pvalue)
+    return SubsetComparison(n_flagged, n_clean, acc_flagged, acc_clean, acc_flagged - acc_clean, float(low),
+                            float(high), p_value)  # fmt: skip
 
 
 def holm_adjust(p_values: Sequence[float]) -> list[float]:

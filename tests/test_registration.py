@@ -17,10 +17,13 @@ def test_plain_task_manager_indexes_the_plugin_tasks_once():
     assert explicit.all_tasks == manager.all_tasks
 
 
+TEST_MODELS = ("contam_test_oracle", "contam_test_memoriser", "contam_test_contaminated")
+
+
 def test_test_models_are_resolvable_by_the_harness_registry():
     from lmms_eval.models import MODEL_REGISTRY_V2
 
-    for name in ("contam_test_oracle", "contam_test_memoriser"):
+    for name in TEST_MODELS:
         cls = MODEL_REGISTRY_V2.get_model_class(name)
         assert cls.__module__ == "lmms_contam.harness.test_models"
 
@@ -38,7 +41,7 @@ def test_changed_internals_give_one_warning_naming_the_fallback(monkeypatch):
     # The entry point itself never raises into the harness: it still registers the test models.
     with pytest.warns(RuntimeWarning, match="could not register its tasks"):
         manifests = registration.register()
-    assert {m.model_id for m in manifests} == {"contam_test_oracle", "contam_test_memoriser"}
+    assert {m.model_id for m in manifests} == set(TEST_MODELS)
 
 
 def test_include_path_is_kept_and_not_duplicated():

@@ -114,3 +114,40 @@ def test_point_figures_do_not_need_the_bootstrap():
     quick = stats.compare_paired(ids, a, b, with_ci=False)
     assert (quick.delta, quick.mcnemar_p, quick.right_to_wrong) == (full.delta, full.mcnemar_p, full.right_to_wrong)
     assert np.isnan(quick.ci_low) and not np.isnan(full.ci_low)
+
+
+def test_subset_gap_by_hand_and_order_free():
+    # 12 of 20 flagged right, 10 of 40 clean right.
+    ids = [f"i{i}" for i in range(60)]
+    correct = [1] * 12 + [0] * 8 + [1] * 10 + [0] * 30
+    flagged = [True] * 20 + [False] * 40
+    result = stats.compare_subsets(ids, correct, flagged)
+    assert (result.n_flagged, result.n_clean) == (20, 40)
+    assert (result.acc_flagged, result.acc_clean, result.gap) == pytest.approx((0.6, 0.25, 0.35))
+    # Fisher's exact test by hand: hypergeometric tables as or less likely than the observed one.
+    from math import comb
+
+    def probability(k: int) -> float:  # k flagged items right, 22 right in all
+        return comb(20, k) * comb(40, 22 - k) / comb(60, 22)
+
+    observed = probability(12)
+    expected_p = sum(probability(k) for k in range(0, 21) if probability(k) <= observed * (1 + 1e-7))
+    assert result.p_value == pytest.approx(expected_p)
+    # The normal approximation of the gap's spread: the bootstrap CI should be close to it.
+    spread = (0.6 * 0.4 / 20 + 0.25 * 0.75 / 40) ** 0.5
+    assert result.ci_low == pytest.approx(0.35 - 1.96 * spread, abs=0.04)
+    assert result.ci_high == pytest.approx(0.35 + 1.96 * spread, abs=0.04)
+    assert result.verdict() == "higher on contaminated items"
+    order = np.random.default_rng(0).permutation(60)
+    shuffled = stats.compare_subsets([ids[i] for i in order], [correct[i] for i in order],
+                                     [flagged[i] for i in order])  # fmt: skip
+    assert shuffled == result
+
+
+def test_subset_gap_with_too_few_or_no_items():
+    few = stats.compare_subsets(["a", "b", "c", "d"], [1, 1, 0, 0], [True, True, False, False])
+    assert few.gap == 1.0 and few.verdict().startswith("too few items to say (2 flagged, 2 clean")
+    none_flagged = stats.compare_subsets(["a", "b"], [1, 0], [False, False])
+    assert np.isnan(none_flagged.gap) and np.isnan(none_flagged.acc_flagged) and none_flagged.acc_clean == 0.5
+    with pytest.raises(ValueError, match="0/1"):
+        stats.compare_subsets(["a"], [0.5], [True])

@@ -7,11 +7,20 @@ import yaml
 from lmms_eval import utils as lmms_utils
 from lmms_eval.tasks import TaskManager
 
+from lmms_contam.benchmarks import SCANNABLE
+from lmms_contam.benchmarks.loaders import HUB
 from lmms_contam.harness.registration import tasks_dir
+from lmms_contam.harness.scanned import SCANNED_METRICS
 
 YAMLS = sorted(tasks_dir().rglob("*.yaml"))
-TASK_YAMLS = [p for p in YAMLS if "task" in yaml.safe_load(p.read_text().replace("!function", "")) and "group" not in
-              yaml.safe_load(p.read_text().replace("!function", ""))]  # fmt: skip
+SCANNED_YAMLS = sorted((tasks_dir() / "scanned").glob("*.yaml"))  # hub datasets: tests/test_scanned.py runs them
+
+
+def _plain(path: Path) -> dict:
+    return yaml.safe_load(path.read_text().replace("!function", ""))
+
+
+TASK_YAMLS = [p for p in YAMLS if p not in SCANNED_YAMLS and "task" in _plain(p) and "group" not in _plain(p)]
 BUILTIN = Path(lmms_utils.__file__).parent / "tasks"
 # Documents per item of each peer detector task (None: one per option, CircularEval's rotations).
 DETECTOR_DOCS = {"circular": None, "option_shuffle": 2, "text_only": 1}
@@ -23,10 +32,12 @@ BUILTIN_YAML = {
 
 
 def test_the_glob_finds_every_task():
-    names = {yaml.safe_load(p.read_text().replace("!function", ""))["task"] for p in TASK_YAMLS}
+    names = {_plain(p)["task"] for p in TASK_YAMLS}
     expected = {f"{b}_{v}" for b in (*BUILTIN_YAML, "synthetic") for v in ("perturbed", "original", "contam")}
     detectors = {f"{b}_{d}" for b in ("mmstar", "realworldqa", "synthetic") for d in DETECTOR_DOCS}
     assert names == expected | detectors
+    scanned = {_plain(p)["task"] for p in SCANNED_YAMLS}
+    assert scanned == {f"{b}_scanned" for b in SCANNABLE}
 
 
 @pytest.fixture(scope="module")
@@ -71,3 +82,37 @@ def test_prompt_generation_and_model_blocks_are_the_builtin_ones(benchmark):
             builtin[key].__code__.co_filename,
             builtin[key].__qualname__,
         )
+
+
+SCANNED_AS = {  # the built-in task each *_scanned task scores as
+    **BUILTIN_YAML,
+    "seedbench": BUILTIN / "seedbench" / "seedbench.yaml",
+    "mmbench": BUILTIN / "mmbench" / "mmbench_en_dev_static.yaml",
+    "mme": BUILTIN / "mme" / "mme.yaml",
+}
+
+
+def _same_function(a, b) -> bool:
+    return (a.__code__.co_filename, a.__qualname__) == (b.__code__.co_filename, b.__qualname__)
+
+
+@pytest.mark.parametrize("benchmark", SCANNABLE)
+def test_scanned_task_is_the_builtin_task_plus_contamination_metrics(benchmark):
+    builtin = lmms_utils.load_yaml_config(str(SCANNED_AS[benchmark]), mode="full")
+    ours = lmms_utils.load_yaml_config(str(tasks_dir() / "scanned" / f"{benchmark}_scanned.yaml"), mode="full")
+    for key in ("dataset_path", "dataset_name", "test_split", "output_type", "generation_kwargs",
+                "lmms_eval_specific_kwargs", "model_specific_generation_kwargs"):  # fmt: skip
+        assert ours.get(key) == builtin.get(key), f"{key} drifted from lmms-eval's {benchmark}"
+    for key in ("doc_to_visual", "doc_to_text"):
+        assert _same_function(ours[key], builtin[key]), key
+    hub = HUB[benchmark]
+    assert (hub.hub_id, hub.config, hub.split) == (ours["dataset_path"], ours.get("dataset_name"), ours["test_split"])
+    theirs = {m["metric"]: m["aggregation"] for m in builtin["metric_list"]}
+    mine = {m["metric"]: m["aggregation"] for m in ours["metric_list"]}
+    assert list(mine) == [*theirs, *SCANNED_METRICS]
+    if benchmark != "naturalbench":  # its built-in aggregations assert all 7600 rows; ours group by id
+        for name, aggregation in theirs.items():
+            if isinstance(aggregation, str):
+                assert mine[name] == aggregation, name
+            else:
+                assert _same_function(mine[name], aggregation), name

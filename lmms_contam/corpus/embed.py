@@ -137,6 +137,12 @@ def read_embeddings(path: str | Path) -> tuple[np.ndarray, list[str], Recipe]:
 # Measured on 16 skimage photos: planted near-duplicates (half-size, 10% crop, JPEG q40, mirror,
 # 12.5% crop + blur) scored 0.56-0.98 against their originals; unrelated pairs at most 0.35.
 OFFLINE_THRESHOLD = 0.5
+CLIP_THRESHOLD = 0.9  # the paper's: CLIP cosine above 0.9 counts as the same image
+
+
+def standard_threshold(recipe_family: str) -> float:
+    """The threshold an embedder's cosines are read at unless the user says otherwise."""
+    return OFFLINE_THRESHOLD if recipe_family == "efficientnet_lite0" else CLIP_THRESHOLD
 
 
 class EfficientNetLite0Embedder(TorchEmbedder):

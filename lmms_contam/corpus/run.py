@@ -17,6 +17,7 @@ from lmms_contam.corpus.embed import (
     OpenClipEmbedder,
     read_embeddings,
     require_same_recipe,
+    standard_threshold,
     write_embeddings,
 )
 from lmms_contam.corpus.sources import lookup, open_corpus
@@ -47,8 +48,10 @@ def eval_embeddings(benchmark: str, originals: str | None, embedder, work: Path)
 
 
 def scan_benchmark(benchmark: str, corpus: str | Path, out: str | Path, embedder, originals: str | None = None,
-                   k: int = scan.DEFAULT_K, threshold: float = 0.9) -> dict:  # fmt: skip
+                   k: int = scan.DEFAULT_K, threshold: float | None = None) -> dict:  # fmt: skip
+    """`threshold` None: the embedder's standard one (0.9 for CLIP, the offline embedder's own)."""
     out = Path(out)
+    threshold = standard_threshold(embedder.recipe.family) if threshold is None else threshold
     shards, corpus_recipe = open_corpus(corpus)
     require_same_recipe(embedder.recipe, corpus_recipe, f"{benchmark} against {corpus}")
     work = out / "work" / benchmark

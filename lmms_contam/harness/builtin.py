@@ -15,16 +15,23 @@ VARIANTS = ("original", "perturbed")
 
 
 @dataclass(frozen=True)
-class BuiltinTask:
-    benchmark: str
+class BuiltinScorer:
     module: str  # the built-in task's utils module
     process_results: str  # name of the built-in process_results function in `module`
-    image_field: str
-    shape_doc: Callable[[dict, str, str], dict]  # (row, answer, image field) -> built-in-shaped fields
     read_correct: Callable[[dict, dict], int]  # (doc, built-in output) -> 0/1
 
-    def builtin_process_results(self) -> Callable[[dict, list], dict]:
-        return getattr(importlib.import_module(self.module), self.process_results)
+    def score(self, doc: dict, results: list) -> tuple[dict, int]:
+        """The built-in output for one document, and the 0/1 correctness read back from it."""
+        output = getattr(importlib.import_module(self.module), self.process_results)(doc, results)
+        return output, self.read_correct(doc, output)
+
+
+@dataclass(frozen=True)
+class BuiltinTask:
+    benchmark: str
+    scorer: BuiltinScorer
+    image_field: str
+    shape_doc: Callable[[dict, str, str], dict]  # (row, answer, image field) -> built-in-shaped fields
 
     def to_doc(self, row: dict, variant: str) -> dict[str, Any]:
         """One document for one version of an item; ids are carried so sample logs can be joined."""
@@ -91,38 +98,43 @@ def naturalbench_gold_value(answer: str) -> int:
     raise ValueError(f"NaturalBench answer must be Yes/No or A/B, got {answer!r}")
 
 
+def _seedbench_correct(_doc: dict, output: dict) -> int:
+    from lmms_eval.tasks.seedbench.utils import seed_aggregation_result
+
+    return int(seed_aggregation_result([output["seed_all"]]))
+
+
+def _mmbench_correct(_doc: dict, output: dict) -> int:
+    """The static (no API) matching of lmms-eval's mmbench_en_dev_static, on this one document."""
+    import pandas as pd
+    from lmms_eval.tasks.mmbench.en_utils import mmbench_evaluator
+
+    record = output["gpt_eval_score"]
+    row = pd.DataFrame([record])
+    row["prediction"] = [str(x) for x in row["prediction"]]
+    row.columns = [k.lower() if k not in "ABCD" else k for k in row.columns]  # as the built-in evaluator does
+    return int(mmbench_evaluator.eval_sub_data(row, {record["index"]: record["answer"]}, static_only=True))
+
+
+SCORERS: dict[str, BuiltinScorer] = {
+    "mmstar": BuiltinScorer("lmms_eval.tasks.mmstar.utils", "mmstar_process_results",
+                            lambda _doc, out: int(out["average"]["score"])),
+    "realworldqa": BuiltinScorer("lmms_eval.tasks.realworldqa.utils", "realworldqa_process_results",
+                                 lambda _doc, out: int(out["exact_match"])),
+    "naturalbench": BuiltinScorer(
+        "lmms_eval.tasks.naturalbench.utils", "naturalbench_process_results",
+        lambda doc, out: int(out["naturalbench_G_ACC"]["score"] == naturalbench_gold_value(doc["Answer"])),
+    ),
+    "seedbench": BuiltinScorer("lmms_eval.tasks.seedbench.utils", "seed_process_result", _seedbench_correct),
+    "mmbench": BuiltinScorer("lmms_eval.tasks.mmbench.en_utils", "mmbench_process_results", _mmbench_correct),
+    "mme": BuiltinScorer("lmms_eval.tasks.mme.utils", "mme_process_results",
+                         lambda _doc, out: int(next(iter(out.values()))["score"])),
+}  # fmt: skip
+
 BUILTIN_TASKS: dict[str, BuiltinTask] = {
-    "mmstar": BuiltinTask(
-        benchmark="mmstar",
-        module="lmms_eval.tasks.mmstar.utils",
-        process_results="mmstar_process_results",
-        image_field="image",
-        shape_doc=_mmstar_doc,
-        read_correct=lambda _doc, out: int(out["average"]["score"]),
-    ),
-    "realworldqa": BuiltinTask(
-        benchmark="realworldqa",
-        module="lmms_eval.tasks.realworldqa.utils",
-        process_results="realworldqa_process_results",
-        image_field="image",
-        shape_doc=_realworldqa_doc,
-        read_correct=lambda _doc, out: int(out["exact_match"]),
-    ),
-    "naturalbench": BuiltinTask(
-        benchmark="naturalbench",
-        module="lmms_eval.tasks.naturalbench.utils",
-        process_results="naturalbench_process_results",
-        image_field="Image",
-        shape_doc=_naturalbench_doc,
-        read_correct=lambda doc, out: int(out["naturalbench_G_ACC"]["score"] == naturalbench_gold_value(doc["Answer"])),
-    ),
+    "mmstar": BuiltinTask("mmstar", SCORERS["mmstar"], "image", _mmstar_doc),
+    "realworldqa": BuiltinTask("realworldqa", SCORERS["realworldqa"], "image", _realworldqa_doc),
+    "naturalbench": BuiltinTask("naturalbench", SCORERS["naturalbench"], "Image", _naturalbench_doc),
     # The controlled experiment's benchmark is written in MMStar's layout and scored by MMStar's code.
-    "synthetic": BuiltinTask(
-        benchmark="synthetic",
-        module="lmms_eval.tasks.mmstar.utils",
-        process_results="mmstar_process_results",
-        image_field="image",
-        shape_doc=_mmstar_doc,
-        read_correct=lambda _doc, out: int(out["average"]["score"]),
-    ),
+    "synthetic": BuiltinTask("synthetic", SCORERS["mmstar"], "image", _mmstar_doc),
 }

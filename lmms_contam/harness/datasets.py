@@ -81,26 +81,49 @@ def _classify(value: str, found_via: str, base: Path | None = None) -> SetLocati
     raise PerturbedSetError(f"{found_via} points to {path}, which does not exist")
 
 
+def read_config() -> tuple[Path, dict | None]:
+    """The config file and its content (None when there is no file)."""
+    cfg = config_path()
+    if not cfg.is_file():
+        return cfg, None
+    try:
+        content = yaml.safe_load(cfg.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise PerturbedSetError(f"config {cfg}: not valid YAML ({exc})") from exc
+    if not isinstance(content, dict):
+        raise PerturbedSetError(f"config {cfg}: expected a mapping at the top level")
+    return cfg, content
+
+
+def lookup(env_name: str, section: str, key: str | None, looked: list[str]) -> tuple[str, str, Path | None] | None:
+    """(value, where it was found, base folder for relative paths) from the environment, then the config file.
+
+    `key` None reads `section: value`; otherwise `section: {key: value}`. Misses are appended to `looked`.
+    """
+    if os.environ.get(env_name):
+        return os.environ[env_name], f"${env_name}", None
+    looked.append(f"${env_name}: not set")
+    cfg, content = read_config()
+    entry = f"{section}.{key}" if key else section
+    if content is None:
+        looked.append(f"config {cfg}: no such file")
+        return None
+    value = content.get(section)
+    if key is not None:
+        value = value.get(key) if isinstance(value, dict) else None
+    if value in (None, ""):
+        looked.append(f"config {cfg}: no {entry} entry")
+        return None
+    return str(value), f"config {cfg} ({entry})", cfg.parent
+
+
 def resolve(benchmark: str) -> SetLocation:
     """Apply the resolution order; the error lists every place that was looked at."""
     looked: list[str] = []
     name = env_var(benchmark)
-    if os.environ.get(name):
-        return _classify(os.environ[name], f"${name}")
-    looked.append(f"${name}: not set")
-
-    cfg = config_path()
-    if cfg.is_file():
-        try:
-            content = yaml.safe_load(cfg.read_text()) or {}
-        except yaml.YAMLError as exc:
-            raise PerturbedSetError(f"config {cfg}: not valid YAML ({exc})") from exc
-        value = (content.get("datasets") or {}).get(benchmark) if isinstance(content, dict) else None
-        if value:
-            return _classify(str(value), f"config {cfg} (datasets.{benchmark})", base=cfg.parent)
-        looked.append(f"config {cfg}: no datasets.{benchmark} entry")
-    else:
-        looked.append(f"config {cfg}: no such file")
+    found = lookup(name, "datasets", benchmark, looked)
+    if found is not None:
+        return _classify(found[0], found[1], base=found[2])
 
     folder = default_folder(benchmark)
     if folder.exists():

@@ -74,6 +74,7 @@ def test_model_manifests() -> list:
         for model_id, cls in (
             ("contam_test_oracle", "OracleTestModel"),
             ("contam_test_memoriser", "MemoriserTestModel"),
+            ("contam_test_contaminated", "ContaminatedTestModel"),
         )
     ]
 

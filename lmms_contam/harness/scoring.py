@@ -31,8 +31,7 @@ NATURALBENCH_METRICS = ("naturalbench_ACC", "naturalbench_Q_ACC", "naturalbench_
 
 def _score(benchmark: str, doc: dict, results: list) -> tuple[dict, dict]:
     """The built-in output and this plugin's per-document record (ids + 0/1 correctness)."""
-    task = BUILTIN_TASKS[benchmark]
-    builtin_output = task.builtin_process_results()(doc, results)
+    builtin_output, correct = BUILTIN_TASKS[benchmark].scorer.score(doc, results)
     record = {
         "schema_version": SCHEMA_VERSION,
         "benchmark": benchmark,
@@ -40,7 +39,7 @@ def _score(benchmark: str, doc: dict, results: list) -> tuple[dict, dict]:
         "original_id": doc["contam_original_id"],
         "variant": doc["contam_variant"],
         "gold": doc["contam_gold"],
-        "correct": task.read_correct(doc, builtin_output),
+        "correct": correct,
         "n_options": doc["contam_n_options"],
         "stratum": doc["contam_stratum"],
         "group": doc["contam_group"],

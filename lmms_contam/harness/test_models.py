@@ -1,9 +1,11 @@
-"""Two deterministic lmms-eval models that give the detector known answers.
+"""Deterministic lmms-eval models that give the detectors known answers.
 
 `contam_test_oracle` answers the gold of whichever version it sees: a perfect clean model (both
 accuracies 1, delta 0). `contam_test_memoriser` always answers the original item's gold, as a model
-that memorised image -> answer would: 1 on originals, 0 on counterfactuals. Both read the document
-the harness hands them, so they work on any task whose docs carry a gold answer.
+that memorised image -> answer would: 1 on originals, 0 on counterfactuals. `contam_test_contaminated`
+knows only the items a scan flagged (image-only) and answers every other one wrong: the model whose
+score leans entirely on the contaminated part. All read the document the harness hands them, so they
+work on any task whose docs carry a gold answer.
 """
 
 from __future__ import annotations
@@ -17,6 +19,16 @@ def _gold(doc: dict) -> str:
         if field in doc:
             return str(doc[field])
     raise KeyError(f"document has no gold answer field; fields: {sorted(doc)}")
+
+
+def _wrong(gold: str) -> str:
+    """An answer every built-in scorer counts wrong: the other of Yes/No, another letter, or nonsense."""
+    flips = {"yes": "No", "no": "Yes"}
+    if gold.strip().rstrip(".").lower() in flips:
+        return flips[gold.strip().rstrip(".").lower()]
+    if len(gold) == 1 and gold.isalpha():
+        return "B" if gold.upper() == "A" else "A"
+    return "no idea"
 
 
 class _AnswerFromDoc(lmms):
@@ -48,3 +60,9 @@ class OracleTestModel(_AnswerFromDoc):
 class MemoriserTestModel(_AnswerFromDoc):
     def answer(self, doc: dict) -> str:
         return str(doc.get("contam_original_answer", _gold(doc)))
+
+
+class ContaminatedTestModel(_AnswerFromDoc):
+    def answer(self, doc: dict) -> str:
+        gold = _gold(doc)
+        return gold if doc.get("contam_image_only") == "flagged" else _wrong(gold)

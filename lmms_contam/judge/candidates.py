@@ -8,14 +8,12 @@ scan's (another benchmark version or local copy).
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-import pandas as pd
-
 from lmms_contam.benchmarks import loaders
 from lmms_contam.corpus import scan
+from lmms_contam.corpus.flags import read_scan
 from lmms_contam.items import Item
 from lmms_contam.schema import option_letters
 
@@ -49,23 +47,6 @@ class ScanInput:
     samples: int  # every eval sample of the scan
     without_captions: int  # matched above the threshold, but every caption empty
     truncated: int  # captions cut to MAX_CAPTION_CHARS
-
-
-def read_scan(scans: Path, benchmark: str) -> tuple[dict, pd.DataFrame]:
-    summary_path, matches_path = scans / f"{benchmark}.summary.json", scans / f"{benchmark}.matches.parquet"
-    for path in (summary_path, matches_path):
-        if not path.is_file():
-            raise JudgeInputError(f"{path}: missing; run `lmms-contam scan --eval {benchmark} --out {scans}` first")
-    try:
-        summary = json.loads(summary_path.read_text())
-    except json.JSONDecodeError as exc:
-        raise JudgeInputError(f"{summary_path}: not valid JSON ({exc})") from exc
-    if summary.get("scan_version") != scan.SCAN_VERSION or summary.get("benchmark") != benchmark:
-        raise JudgeInputError(
-            f"{summary_path}: a scan of {summary.get('benchmark')!r}, version {summary.get('scan_version')}; "
-            f"expected {benchmark!r}, version {scan.SCAN_VERSION}"
-        )
-    return summary, pd.read_parquet(matches_path)
 
 
 def _answer_text(item: Item) -> str:

@@ -12,13 +12,13 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from lmms_contam.judge import ANSWERABLE, NOT_ANSWERABLE, UNJUDGED
 from lmms_contam.judge.candidates import Candidate
 from lmms_contam.llm import ChatClient, PromptTemplate, json_reply
 from lmms_contam.perturb.store import StageStore
 from lmms_contam.schema import option_letters
 
 STAGE = "caption_judge"
-ANSWERABLE, NOT_ANSWERABLE, UNJUDGED = "answerable", "not answerable", "unjudged"
 DEFAULT_TEMPLATE = Path(__file__).resolve().parents[1] / "configs" / "judge" / "caption_judge.txt"
 
 

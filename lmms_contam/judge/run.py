@@ -15,8 +15,9 @@ from pathlib import Path
 import pandas as pd
 
 from lmms_contam.atomic import atomic_path
+from lmms_contam.judge import ANSWERABLE, UNJUDGED
 from lmms_contam.judge import candidates as candidates_mod
-from lmms_contam.judge.caption_judge import ANSWERABLE, UNJUDGED, JudgeSettings, judge
+from lmms_contam.judge.caption_judge import JudgeSettings, judge
 from lmms_contam.judge.ngram import prefilter
 from lmms_contam.llm import ChatClient, EndpointConfig
 from lmms_contam.perturb.store import StageStore

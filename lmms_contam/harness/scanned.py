@@ -1,0 +1,197 @@
+"""The `*_scanned` tasks: a built-in benchmark, scored by its own code, plus contamination flags per item.
+
+The documents are the built-in task's rows, untouched, with three columns added: the item id and
+its image-only and image-text flags, joined from the scan folder the user names:
+  1. $LMMS_CONTAM_SCANS; 2. `scans:` in the config file; 3. $LMMS_CONTAM_HOME/scans.
+Contamination is counted above $LMMS_CONTAM_SCAN_THRESHOLD (config `scan_threshold`), by default
+the scan embedder's standard threshold (0.9 for CLIP). The metrics add to the built-in ones: the
+rates, accuracy on flagged and on clean items, and their gap with a bootstrap CI and Fisher's test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import datasets
+from loguru import logger
+
+from lmms_contam import stats
+from lmms_contam.benchmarks import loaders
+from lmms_contam.corpus.embed import standard_threshold
+from lmms_contam.corpus.flags import (
+    CLEAN,
+    FLAGGED,
+    IMAGE_ONLY,
+    IMAGE_TEXT,
+    NO_JUDGE,
+    UNJUDGED,
+    UNSCANNED,
+    ContaminationFlags,
+    ScanOutputError,
+    read_flags,
+    read_scan,
+)
+from lmms_contam.harness.builtin import SCORERS
+from lmms_contam.harness.datasets import home, lookup
+from lmms_contam.harness.scoring import NATURALBENCH_METRICS
+from lmms_contam.schema import NATURALBENCH_SLOTS, SCHEMA_VERSION
+
+SCANS_ENV, THRESHOLD_ENV = "LMMS_CONTAM_SCANS", "LMMS_CONTAM_SCAN_THRESHOLD"
+FLAG_COLUMNS = {IMAGE_ONLY: "contam_image_only", IMAGE_TEXT: "contam_image_text"}
+SUBSET_FIELDS = {  # metric suffix -> SubsetComparison field
+    "acc_flagged": "acc_flagged",
+    "acc_clean": "acc_clean",
+    "gap": "gap",
+    "gap_ci_low": "ci_low",
+    "gap_ci_high": "ci_high",
+    "gap_p": "p_value",
+    "n_flagged": "n_flagged",
+    "n_clean": "n_clean",
+}
+SCANNED_METRICS = (
+    "image_only_rate",
+    "image_text_rate",
+    *(f"{kind}_{suffix}" for kind in (IMAGE_ONLY, IMAGE_TEXT) for suffix in SUBSET_FIELDS),
+    "n_unscanned",
+    "n_unjudged",
+)
+
+
+def scans_folder() -> tuple[Path, str]:
+    """The scan folder and where it was named; the error lists every place looked at."""
+    looked: list[str] = []
+    found = lookup(SCANS_ENV, "scans", None, looked)
+    if found is not None:
+        value, via, base = found
+        path = Path(value).expanduser()
+        path = base / path if base is not None and not path.is_absolute() else path
+        if not path.is_dir():
+            raise ScanOutputError(f"{via} points to {path}, which is not a folder")
+        return path, via
+    default = home() / "scans"
+    if default.is_dir():
+        return default, f"default folder {default}"
+    looked.append(f"default folder {default}: does not exist")
+    steps = "\n".join(f"  {i}. {line}" for i, line in enumerate(looked, 1))
+    raise ScanOutputError(
+        f"lmms-contam: no scan folder for the *_scanned tasks. Looked in:\n{steps}\n"
+        f"Run `lmms-contam scan --eval <benchmarks> --corpus <corpus> --out <folder>` (and optionally "
+        f"`lmms-contam judge <folder> --benchmark <b>`), then set ${SCANS_ENV}=<folder>."
+    )
+
+
+def counting_threshold(scans: Path, benchmark: str) -> float:
+    """The user's threshold, else the standard one of the embedder the scan used."""
+    found = lookup(THRESHOLD_ENV, "scan_threshold", None, [])
+    if found is None:
+        summary, _ = read_scan(scans, benchmark)
+        return standard_threshold(summary["recipe"]["family"])
+    try:
+        return float(found[0])
+    except ValueError as exc:
+        raise ScanOutputError(f"{found[1]}: {found[0]!r} is not a number") from exc
+
+
+def join_flags(rows: datasets.Dataset, benchmark: str) -> datasets.Dataset:
+    """The rows with their ids and flags added as columns (no image is decoded or rewritten)."""
+    scans, via = scans_folder()
+    flags = read_flags(scans, benchmark, counting_threshold(scans, benchmark), loaders.scanned_ids(benchmark, rows))
+    ids = loaders.original_ids(benchmark, rows)
+    scanned_as = loaders.PARSERS[benchmark].scanned_as
+    joined = [flags.of(scanned_as(i)) for i in ids]
+    logger.info(f"lmms-contam: {benchmark} contamination flags from {scans} (via {via}); {_counts(flags, joined)}")
+    rows = rows.add_column("contam_item_id", ids)
+    for position, column in enumerate(FLAG_COLUMNS.values()):
+        rows = rows.add_column(column, [pair[position] for pair in joined])
+    return rows
+
+
+def _counts(flags: ContaminationFlags, joined: list[tuple[str, str]]) -> str:
+    image_only = sum(pair[0] == FLAGGED for pair in joined)
+    text = "no judge" if flags.image_text is None else f"{sum(pair[1] == FLAGGED for pair in joined)} image-text"
+    return f"{image_only} image-only, {text} flagged of {len(joined)} rows at threshold {flags.threshold}"
+
+
+_reported: set[str] = set()
+
+
+def _scanned_docs(benchmark: str) -> Callable[[datasets.Dataset], datasets.Dataset]:
+    def process_docs(rows: datasets.Dataset) -> datasets.Dataset:
+        try:
+            return join_flags(rows, benchmark)
+        except ScanOutputError as exc:  # lmms-eval swallows it: say it once in the harness's output
+            if str(exc) not in _reported:
+                _reported.add(str(exc))
+                logger.error(str(exc))
+            raise
+
+    process_docs.__name__ = f"{benchmark}_scanned_docs"
+    return process_docs
+
+
+def _scanned_results(benchmark: str) -> Callable[[dict, list], dict]:
+    scorer = SCORERS[benchmark]
+
+    def process_results(doc: dict, results: list) -> dict:
+        builtin_output, correct = scorer.score(doc, results)
+        record = {"schema_version": SCHEMA_VERSION, "benchmark": benchmark, "item_id": doc["contam_item_id"],
+                  "correct": correct, IMAGE_ONLY: doc[FLAG_COLUMNS[IMAGE_ONLY]],
+                  IMAGE_TEXT: doc[FLAG_COLUMNS[IMAGE_TEXT]]}  # fmt: skip
+        if benchmark == "naturalbench":
+            # The built-in aggregators assert all 7600 rows in order; the plugin's group by id.
+            index = int(doc["Index"])
+            record.update(group=str(index // 4), slot=NATURALBENCH_SLOTS[index % 4])
+            builtin_output = dict.fromkeys(NATURALBENCH_METRICS, record)
+        return {**builtin_output, **dict.fromkeys(SCANNED_METRICS, record), "contam_ids": record}
+
+    process_results.__name__ = f"{benchmark}_scanned_results"
+    return process_results
+
+
+def subset_comparison(records: list[dict], kind: str) -> stats.SubsetComparison:
+    """Flagged against clean items for one kind of flag; unscanned and unjudged items sit out."""
+    sides = [r for r in records if r[kind] in (FLAGGED, CLEAN)]
+    return stats.compare_subsets([r["item_id"] for r in sides], [r["correct"] for r in sides],
+                                 [r[kind] == FLAGGED for r in sides])  # fmt: skip
+
+
+def rate(records: list[dict], kind: str) -> float:
+    """Share of the evaluated scanned items flagged; an unjudged item counts in the denominator, as in
+    the judge's own rate. NaN when nothing was scanned (or judged)."""
+    scanned = [r for r in records if r[kind] not in (UNSCANNED, NO_JUDGE)]
+    return sum(r[kind] == FLAGGED for r in scanned) / len(scanned) if scanned else float("nan")
+
+
+def _aggregation(name: str, compute: Callable[[list[dict]], float]) -> Callable[[list[dict]], float]:
+    """A one-argument function named after its metric (lmms-eval inspects aggregations' signatures)."""
+
+    def aggregate(records: list[dict]) -> float:
+        return float(compute(records))
+
+    aggregate.__name__ = name
+    return aggregate
+
+
+def _count(kind: str, value: str) -> Callable[[list[dict]], float]:
+    return lambda records: sum(r[kind] == value for r in records)
+
+
+AGGREGATIONS: dict[str, Callable[[list[dict]], float]] = {
+    name: _aggregation(name, compute)
+    for name, compute in {
+        "image_only_rate": lambda records: rate(records, IMAGE_ONLY),
+        "image_text_rate": lambda records: rate(records, IMAGE_TEXT),
+        **{f"{kind}_{suffix}": (lambda records, kind=kind, field=field: getattr(subset_comparison(records, kind),
+                                                                                field))
+           for kind in (IMAGE_ONLY, IMAGE_TEXT) for suffix, field in SUBSET_FIELDS.items()},
+        "n_unscanned": _count(IMAGE_ONLY, UNSCANNED),
+        "n_unjudged": _count(IMAGE_TEXT, UNJUDGED),
+    }.items()
+}  # fmt: skip
+assert tuple(AGGREGATIONS) == SCANNED_METRICS
+globals().update(AGGREGATIONS)  # the task YAMLs name them as lmms_contam.harness.scanned.<metric>
+
+for _benchmark in loaders.HUB:
+    globals()[f"{_benchmark}_scanned_docs"] = _scanned_docs(_benchmark)
+    globals()[f"{_benchmark}_scanned_results"] = _scanned_results(_benchmark)

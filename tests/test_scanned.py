@@ -1,0 +1,204 @@
+"""`*_scanned` tasks: the built-in score plus contamination flags, through the real lmms-eval CLI.
+
+The flags come from a real scan: local copies of the six benchmarks (their hub layouts, real photos)
+against a corpus folder holding re-encoded copies of half the photos, embedded with the offline
+embedder; MMStar also gets an image-text judge from a scripted OpenAI-compatible server on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import datasets
+import pytest
+from benchmark_copies import expected_flags, write_benchmark_copies, write_corpus_folder
+from conftest import metric, run_lmms_eval
+from lmms_eval import utils as lmms_utils
+from loopback import LoopbackServer, completion
+
+from lmms_contam.benchmarks import SCANNABLE
+from lmms_contam.corpus.embed import OFFLINE_THRESHOLD, EfficientNetLite0Embedder
+from lmms_contam.corpus.flags import ScanOutputError
+from lmms_contam.corpus.ingest import embed_corpus
+from lmms_contam.corpus.run import scan_benchmark
+from lmms_contam.harness.registration import tasks_dir
+from lmms_contam.harness.scanned import SCANNED_METRICS, join_flags
+from lmms_contam.judge.run import judge_benchmark
+from lmms_contam.llm import EndpointConfig
+
+SPLITS = {"mmstar": "val", "mmbench": "dev"}
+BUILTIN = Path(lmms_utils.__file__).parent / "tasks"
+BUILTIN_YAML = {  # the built-in tasks the scanned ones score as (NaturalBench's asserts all 7600 rows)
+    "mmstar": BUILTIN / "mmstar" / "mmstar.yaml",
+    "realworldqa": BUILTIN / "realworldqa" / "realworldqa.yaml",
+    "seedbench": BUILTIN / "seedbench" / "seedbench.yaml",
+    "mmbench": BUILTIN / "mmbench" / "mmbench_en_dev_static.yaml",
+    "mme": BUILTIN / "mme" / "mme.yaml",
+}
+# MMStar's scripted judge: the captions answer the even-numbered items; item 6 gets no usable reply.
+ANSWERABLE_ITEMS, UNJUDGED_ITEM = {0, 2, 4, 16, 18, 20, 22}, 6
+
+
+@dataclass
+class Scanned:
+    copies: dict[str, Path]
+    scans: Path
+    include: Path
+
+
+def local_task(include: Path, name: str, base: Path, data: Path, split: str) -> None:
+    """A task reading `base`'s YAML with its dataset replaced by a local parquet file (no hub)."""
+    (include / f"{name}.yaml").write_text(
+        f"include: {base}\ntask: {name}\ntag: []\ndataset_path: parquet\ndataset_name: null\n"
+        f"dataset_kwargs:\n  data_files:\n    {split}: {data}\n"
+    )
+
+
+def judge_script(body: dict, _number: int):
+    item = int(re.search(r"photo (\d+)\?", body["messages"][0]["content"])[1])
+    if item == UNJUDGED_ITEM:
+        return 200, completion("no verdict here"), 0.0
+    verdict = {"answerable": item in ANSWERABLE_ITEMS, "caption": 1, "reason": "scripted"}
+    return 200, completion(json.dumps(verdict)), 0.0
+
+
+@pytest.fixture(scope="module")
+def scanned(tmp_path_factory) -> Scanned:
+    root = tmp_path_factory.mktemp("scanned")
+    copies = write_benchmark_copies(root)
+    embedder = EfficientNetLite0Embedder()
+    embed_corpus(write_corpus_folder(root / "images"), root / "corpus", embedder)
+    for benchmark, path in copies.items():
+        scan_benchmark(benchmark, root / "corpus", root / "scans", embedder, originals=str(path))
+    with LoopbackServer(judge_script) as server, pytest.MonkeyPatch.context() as env:
+        env.setenv("JUDGE_KEY", "sk-test")
+        endpoint = EndpointConfig(model="judge", base_url=server.base_url, api_key_env="JUDGE_KEY")
+        judge_benchmark(root / "scans", "mmstar", originals=str(copies["mmstar"]), endpoint=endpoint)
+    include = root / "include"
+    include.mkdir()
+    for benchmark, path in copies.items():
+        split = SPLITS.get(benchmark, "test")
+        local_task(include, f"{benchmark}_scanned_local", tasks_dir() / "scanned" / f"{benchmark}_scanned.yaml",
+                   path, split)  # fmt: skip
+        if benchmark in BUILTIN_YAML:
+            local_task(include, f"{benchmark}_builtin_local", BUILTIN_YAML[benchmark], path, split)
+    return Scanned(copies, root / "scans", include)
+
+
+@pytest.fixture
+def with_scans(scanned, monkeypatch) -> Scanned:
+    monkeypatch.setenv("LMMS_CONTAM_SCANS", str(scanned.scans))
+    return scanned
+
+
+def run(scanned: Scanned, model: str, tasks: list[str], out: Path, *model_args: str):
+    extra = ["--model_args", *model_args] if model_args else []
+    return run_lmms_eval(["--model", model, *extra, "--include_path", str(scanned.include), "--tasks",
+                          ",".join(tasks)], out)  # fmt: skip
+
+
+SCANNED_LOCAL = [f"{b}_scanned_local" for b in SCANNABLE]
+
+
+def test_a_model_right_only_on_flagged_items_shows_a_significant_gap(with_scans, tmp_path):
+    done = run(with_scans, "contam_test_contaminated", SCANNED_LOCAL, tmp_path)
+    for benchmark in SCANNABLE:
+        task, flags = f"{benchmark}_scanned_local", expected_flags(benchmark)
+        flagged, clean = flags.count(True), flags.count(False)
+        assert min(flagged, clean) >= 10, "the fixture must give both sides enough items"
+        assert metric(done, task, "image_only_rate") == pytest.approx(flagged / (flagged + clean)), benchmark
+        assert metric(done, task, "image_only_n_flagged") == flagged, benchmark
+        assert metric(done, task, "image_only_n_clean") == clean, benchmark
+        assert metric(done, task, "n_unscanned") == flags.count(None), benchmark
+        assert metric(done, task, "image_only_acc_flagged") == 1.0
+        assert metric(done, task, "image_only_acc_clean") == 0.0
+        assert metric(done, task, "image_only_gap") == 1.0
+        assert metric(done, task, "image_only_gap_ci_low") > 0.5
+        assert metric(done, task, "image_only_gap_p") < 1e-4
+        if benchmark != "mmstar":
+            assert metric(done, task, "image_text_n_flagged") == 0
+            assert metric(done, task, "image_text_rate") != metric(done, task, "image_text_rate"), "NaN: no judge"
+    # The usual scores: right exactly on the flagged items.
+    assert metric(done, "mmstar_scanned_local", "average") == 0.5
+    assert metric(done, "seedbench_scanned_local", "seed_all") == pytest.approx(16 / 34)
+    assert metric(done, "mme_scanned_local", "mme_cognition_score") == 100.0  # 2 of 4 pairs right: (100+100)/2 x2
+    # MMStar's judge: 7 answerable, 1 unjudged (neither side), 24 clean; the model is right on the 8 clean
+    # items whose image the corpus holds.
+    task = "mmstar_scanned_local"
+    assert metric(done, task, "image_text_rate") == pytest.approx(7 / 32)
+    assert (metric(done, task, "image_text_n_flagged"), metric(done, task, "image_text_n_clean")) == (7, 24)
+    assert metric(done, task, "n_unjudged") == 1
+    assert metric(done, task, "image_text_acc_flagged") == 1.0
+    assert metric(done, task, "image_text_acc_clean") == pytest.approx(8 / 24)
+    record = done.samples[task][0]["contam_ids"]
+    assert {record["image_only"], record["image_text"]} <= {"flagged", "clean", "unjudged"}
+
+
+def test_the_oracle_shows_no_gap(with_scans, tmp_path):
+    done = run(with_scans, "contam_test_oracle", SCANNED_LOCAL, tmp_path)
+    for task in SCANNED_LOCAL:
+        assert metric(done, task, "image_only_acc_flagged") == metric(done, task, "image_only_acc_clean") == 1.0
+        assert metric(done, task, "image_only_gap") == 0.0
+        assert metric(done, task, "image_only_gap_p") == 1.0
+    assert metric(done, "mmstar_scanned_local", "image_text_gap") == 0.0
+
+
+@pytest.mark.parametrize("response,benchmarks", [("A", ["mmstar", "realworldqa", "seedbench", "mmbench"]),
+                                                 ("Yes", ["mme"])])  # fmt: skip
+def test_scores_equal_the_builtin_tasks_on_the_same_items(with_scans, tmp_path, response, benchmarks):
+    tasks = [f"{b}_{kind}_local" for b in benchmarks for kind in ("builtin", "scanned")]
+    done = run(with_scans, "dummy", tasks, tmp_path, f"response={response}")
+    for benchmark in benchmarks:
+        builtin = done.results["results"][f"{benchmark}_builtin_local"]
+        ours = done.results["results"][f"{benchmark}_scanned_local"]
+        scores = {k: v for k, v in builtin.items() if k.endswith(",none") and "stderr" not in k}
+        assert any(isinstance(v, float) and v > 0 for v in scores.values()), f"a non-zero score is needed: {builtin}"
+        assert {k: ours[k] for k in scores} == scores, benchmark
+        assert set(ours) >= {f"{m},none" for m in SCANNED_METRICS}
+        prompts = [s["input"] for s in done.samples[f"{benchmark}_scanned_local"]]
+        assert prompts == [s["input"] for s in done.samples[f"{benchmark}_builtin_local"]]
+
+
+def rows_of(scanned: Scanned, benchmark: str) -> datasets.Dataset:
+    split = SPLITS.get(benchmark, "test")
+    return datasets.load_dataset("parquet", data_files={split: str(scanned.copies[benchmark])}, split=split)
+
+
+def test_scan_at_another_threshold_is_refused(with_scans, monkeypatch):
+    monkeypatch.setenv("LMMS_CONTAM_SCAN_THRESHOLD", "0.9")
+    with pytest.raises(ScanOutputError, match=rf"scanned at threshold {OFFLINE_THRESHOLD}, but contamination is "
+                                              r"counted above 0.9"):  # fmt: skip
+        join_flags(rows_of(with_scans, "mme"), "mme")
+
+
+def test_scan_of_another_benchmark_version_is_refused(with_scans):
+    fewer = rows_of(with_scans, "seedbench").select(range(20))
+    with pytest.raises(ScanOutputError, match=r"seedbench.summary.json: made on another version of seedbench"):
+        join_flags(fewer, "seedbench")
+
+
+def test_judge_at_another_threshold_is_refused(with_scans, tmp_path, monkeypatch):
+    scans = tmp_path / "scans"
+    shutil.copytree(with_scans.scans, scans, ignore=shutil.ignore_patterns("work", "judge-cache"))
+    judge = json.loads((scans / "mmstar.judge.json").read_text())
+    (scans / "mmstar.judge.json").write_text(json.dumps({**judge, "threshold": 0.7}))
+    monkeypatch.setenv("LMMS_CONTAM_SCANS", str(scans))
+    with pytest.raises(ScanOutputError, match=r"mmstar.judge.json: judged matches above 0.7"):
+        join_flags(rows_of(with_scans, "mmstar"), "mmstar")
+
+
+def test_refusal_is_visible_in_the_harness_output(with_scans, tmp_path, monkeypatch):
+    monkeypatch.setenv("LMMS_CONTAM_SCAN_THRESHOLD", "0.9")
+    done = run(with_scans, "dummy", ["mmstar_scanned_local"], tmp_path)
+    assert f"scanned at threshold {OFFLINE_THRESHOLD}, but contamination is counted above 0.9" in done.output
+    assert "mmstar_scanned_local" not in done.results.get("results", {})
+
+
+def test_missing_scan_folder_says_where_it_looked(scanned):
+    with pytest.raises(ScanOutputError, match=r"no scan folder for the \*_scanned tasks") as raised:
+        join_flags(rows_of(scanned, "realworldqa"), "realworldqa")
+    assert "$LMMS_CONTAM_SCANS: not set" in str(raised.value) and "default folder" in str(raised.value)
