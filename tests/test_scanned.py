@@ -21,14 +21,15 @@ from lmms_eval import utils as lmms_utils
 from loopback import LoopbackServer, completion
 
 from lmms_contam.benchmarks import SCANNABLE
+from lmms_contam.corpus import run as corpus_run
 from lmms_contam.corpus.embed import OFFLINE_THRESHOLD, EfficientNetLite0Embedder
 from lmms_contam.corpus.flags import ScanOutputError
 from lmms_contam.corpus.ingest import embed_corpus
-from lmms_contam.corpus.run import scan_benchmark
 from lmms_contam.harness.registration import tasks_dir
 from lmms_contam.harness.scanned import SCANNED_METRICS, join_flags
 from lmms_contam.judge.run import judge_benchmark
 from lmms_contam.llm import EndpointConfig
+from lmms_contam.report.build import build
 
 SPLITS = {"mmstar": "val", "mmbench": "dev"}
 BUILTIN = Path(lmms_utils.__file__).parent / "tasks"
@@ -72,8 +73,10 @@ def scanned(tmp_path_factory) -> Scanned:
     copies = write_benchmark_copies(root)
     embedder = EfficientNetLite0Embedder()
     embed_corpus(write_corpus_folder(root / "images"), root / "corpus", embedder)
-    for benchmark, path in copies.items():
-        scan_benchmark(benchmark, root / "corpus", root / "scans", embedder, originals=str(path))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(corpus_run, "EVAL_CHUNK", 5)  # the benchmarks are embedded a few images at a time
+        for benchmark, path in copies.items():
+            corpus_run.scan_benchmark(benchmark, root / "corpus", root / "scans", embedder, originals=str(path))
     with LoopbackServer(judge_script) as server, pytest.MonkeyPatch.context() as env:
         env.setenv("JUDGE_KEY", "sk-test")
         endpoint = EndpointConfig(model="judge", base_url=server.base_url, api_key_env="JUDGE_KEY")
@@ -104,8 +107,17 @@ def run(scanned: Scanned, model: str, tasks: list[str], out: Path, *model_args: 
 SCANNED_LOCAL = [f"{b}_scanned_local" for b in SCANNABLE]
 
 
-def test_a_model_right_only_on_flagged_items_shows_a_significant_gap(with_scans, tmp_path):
-    done = run(with_scans, "contam_test_contaminated", SCANNED_LOCAL, tmp_path)
+@pytest.fixture(scope="module")
+def contaminated_run(scanned, tmp_path_factory):
+    """The model right only on image-only flagged items, on all six tasks: (harness run, output folder)."""
+    out = tmp_path_factory.mktemp("contaminated")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("LMMS_CONTAM_SCANS", str(scanned.scans))
+        return run(scanned, "contam_test_contaminated", SCANNED_LOCAL, out), out
+
+
+def test_a_model_right_only_on_flagged_items_shows_a_significant_gap(contaminated_run):
+    done, _ = contaminated_run
     for benchmark in SCANNABLE:
         task, flags = f"{benchmark}_scanned_local", expected_flags(benchmark)
         flagged, clean = flags.count(True), flags.count(False)
@@ -202,3 +214,27 @@ def test_missing_scan_folder_says_where_it_looked(scanned):
     with pytest.raises(ScanOutputError, match=r"no scan folder for the \*_scanned tasks") as raised:
         join_flags(rows_of(scanned, "realworldqa"), "realworldqa")
     assert "$LMMS_CONTAM_SCANS: not set" in str(raised.value) and "default folder" in str(raised.value)
+
+
+def test_report_adds_the_gap_to_its_leaderboard(contaminated_run, tmp_path):
+    _, out = contaminated_run
+    analysed, text = build([out], json_path=tmp_path / "report.json", html_path=tmp_path / "report.html")
+    assert {r.benchmark for r in analysed.scanned} == set(SCANNABLE)
+    mmstar = next(r for r in analysed.scanned if r.benchmark == "mmstar")
+    # The report recomputes from the samples what the task's metrics said.
+    assert (mmstar.subsets["image_only"].gap, mmstar.subsets["image_text"].n_flagged, mmstar.n_unjudged) == (1, 7, 1)
+    assert mmstar.rates["image_only"] == 0.5 and mmstar.accuracy == 0.5
+    header = next(line for line in text.splitlines() if line.startswith("| model | mmbench: flagged - clean"))
+    assert header.count("flagged - clean") == len(SCANNABLE)
+    row = next(line for line in text.splitlines() if line.startswith("| contam_test_contaminated"))
+    assert row.count("image-only +100.0 (higher on contaminated items)") == len(SCANNABLE)
+    # 7 answerable items: the gap is large and p small, but one side is too small for a verdict.
+    assert "image-text +66.7 (too few items to say)" in row
+    assert (
+        "| contam_test_contaminated | mmstar | image-text | 32 | 50.0 | 21.9 | 100.0 (7) | 33.3 (24) | +66.7 ["
+    ) in text
+    payload = json.loads((tmp_path / "report.json").read_text())
+    seed = next(r for r in payload["scanned"] if r["benchmark"] == "seedbench")
+    assert (seed["n_unscanned"], seed["image_only"]["n_flagged"], seed["judged"]) == (2, 16, False)
+    assert "image_text" not in seed and seed["image_only"]["verdict"] == "higher on contaminated items"
+    assert "Contaminated vs clean items" in (tmp_path / "report.html").read_text()

@@ -2,7 +2,8 @@
 
 A flag is only as good as the join behind it: the scan must be of this benchmark, version (the
 same eval ids) and threshold, and a judge must come from this very scan. Anything else is refused
-with the file named, never joined silently.
+with the file named, never joined silently. The statistics at the end read a model's per-item
+records (correct, image_only, image_text): the `*_scanned` tasks and the report share them.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from lmms_contam import stats
 from lmms_contam.corpus import scan
 from lmms_contam.judge import ANSWERABLE, NOT_ANSWERABLE
 
@@ -112,3 +114,17 @@ def read_flags(scans: str | Path, benchmark: str, threshold: float, eval_ids: li
                   for i, n in zip(scanned, matches["matches_above_threshold"], strict=True)}  # fmt: skip
     return ContaminationFlags(benchmark, threshold, str(scans), image_only,
                               _judged(scans, benchmark, summary, scanned))  # fmt: skip
+
+
+def subset_comparison(records: list[dict], kind: str) -> stats.SubsetComparison:
+    """Flagged against clean items for one kind of flag; unscanned and unjudged items sit out."""
+    sides = [r for r in records if r[kind] in (FLAGGED, CLEAN)]
+    return stats.compare_subsets([r["item_id"] for r in sides], [r["correct"] for r in sides],
+                                 [r[kind] == FLAGGED for r in sides])  # fmt: skip
+
+
+def rate(records: list[dict], kind: str) -> float:
+    """Share of the evaluated scanned items flagged; an unjudged item counts in the denominator, as in
+    the judge's own rate. NaN when nothing was scanned (or judged)."""
+    scanned = [r for r in records if r[kind] not in (UNSCANNED, NO_JUDGE)]
+    return sum(r[kind] == FLAGGED for r in scanned) / len(scanned) if scanned else float("nan")

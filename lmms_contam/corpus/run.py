@@ -8,6 +8,7 @@ from pathlib import Path
 
 import datasets
 import numpy as np
+from tqdm.auto import tqdm
 
 from lmms_contam.atomic import atomic_path
 from lmms_contam.benchmarks import loaders
@@ -34,17 +35,33 @@ def make_embedder(spec: str, device: str = "cpu"):
     raise ValueError(f"unknown embedder {spec!r}: use efficientnet-lite0 or open_clip:MODEL/PRETRAINED")
 
 
+EVAL_CHUNK = 256  # images decoded and held at once while a benchmark is embedded
+
+
 def eval_embeddings(benchmark: str, originals: str | None, embedder, work: Path) -> tuple[np.ndarray, list[str]]:
-    """The benchmark's image vectors, computed once and reused by reruns with the same recipe."""
+    """The benchmark's image vectors, computed once and reused by reruns with the same recipe.
+
+    Images are decoded a chunk at a time: SEEDBench's 14k images would not fit in memory at once.
+    """
     path = work / "eval.npy"
     if path.exists():
         vectors, ids, recipe = read_embeddings(path)
         if recipe == embedder.recipe:
             return np.asarray(vectors), ids
-    items = [i for i in loaders.items(benchmark, loaders.load_rows(benchmark, originals)) if isinstance(i, Item)]
-    vectors = embedder.embed([item.image for item in items])
-    write_embeddings(path, vectors, [item.original_id for item in items], embedder.recipe)
-    return vectors, [item.original_id for item in items]
+    rows = loaders.load_rows(benchmark, originals)
+    ids, chunks, images = [], [], []
+    for item in tqdm(loaders.items(benchmark, rows), total=len(rows), desc=f"embedding {benchmark}", unit="row"):
+        if isinstance(item, Item):
+            ids.append(item.original_id)
+            images.append(item.image)
+        if len(images) == EVAL_CHUNK:
+            chunks.append(embedder.embed(images))
+            images = []
+    if images:
+        chunks.append(embedder.embed(images))
+    vectors = np.concatenate(chunks) if chunks else embedder.embed([])
+    write_embeddings(path, vectors, ids, embedder.recipe)
+    return vectors, ids
 
 
 def scan_benchmark(benchmark: str, corpus: str | Path, out: str | Path, embedder, originals: str | None = None,

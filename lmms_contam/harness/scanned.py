@@ -16,21 +16,20 @@ from pathlib import Path
 import datasets
 from loguru import logger
 
-from lmms_contam import stats
 from lmms_contam.benchmarks import loaders
 from lmms_contam.corpus.embed import standard_threshold
 from lmms_contam.corpus.flags import (
-    CLEAN,
     FLAGGED,
     IMAGE_ONLY,
     IMAGE_TEXT,
-    NO_JUDGE,
     UNJUDGED,
     UNSCANNED,
     ContaminationFlags,
     ScanOutputError,
+    rate,
     read_flags,
     read_scan,
+    subset_comparison,
 )
 from lmms_contam.harness.builtin import SCORERS
 from lmms_contam.harness.datasets import home, lookup
@@ -147,20 +146,6 @@ def _scanned_results(benchmark: str) -> Callable[[dict, list], dict]:
 
     process_results.__name__ = f"{benchmark}_scanned_results"
     return process_results
-
-
-def subset_comparison(records: list[dict], kind: str) -> stats.SubsetComparison:
-    """Flagged against clean items for one kind of flag; unscanned and unjudged items sit out."""
-    sides = [r for r in records if r[kind] in (FLAGGED, CLEAN)]
-    return stats.compare_subsets([r["item_id"] for r in sides], [r["correct"] for r in sides],
-                                 [r[kind] == FLAGGED for r in sides])  # fmt: skip
-
-
-def rate(records: list[dict], kind: str) -> float:
-    """Share of the evaluated scanned items flagged; an unjudged item counts in the denominator, as in
-    the judge's own rate. NaN when nothing was scanned (or judged)."""
-    scanned = [r for r in records if r[kind] not in (UNSCANNED, NO_JUDGE)]
-    return sum(r[kind] == FLAGGED for r in scanned) / len(scanned) if scanned else float("nan")
 
 
 def _aggregation(name: str, compute: Callable[[list[dict]], float]) -> Callable[[list[dict]], float]:

@@ -6,8 +6,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from lmms_contam import stats
+from lmms_contam.corpus import flags
 from lmms_contam.detectors.signals import SIGNALS, DetectorSignal
-from lmms_contam.report.inputs import DetectorRun, ModelBenchmark, ScoredItem
+from lmms_contam.report.inputs import DetectorRun, ModelBenchmark, ScannedRun, ScoredItem
 from lmms_contam.report.rates import BenchmarkRates
 
 CONTAMINATED = "contaminated"
@@ -134,8 +135,40 @@ def analyse_detector(run: DetectorRun) -> DetectorResult:
 
 
 @dataclass(frozen=True)
+class ScannedResult:
+    """Does the model's score lean on the contaminated items? Flagged against clean, per kind of flag."""
+
+    model: str
+    benchmark: str
+    n_items: int
+    accuracy: float  # plain accuracy over every scored item (the benchmark's own score may weigh otherwise)
+    rates: dict[str, float]  # kind -> rate among the evaluated items (NaN: not scanned / not judged)
+    subsets: dict[str, stats.SubsetComparison]  # kind -> flagged vs clean
+    n_unscanned: int
+    n_unjudged: int
+    judged: bool
+    source: str
+
+
+def analyse_scanned(run: ScannedRun) -> ScannedResult:
+    records = run.records
+    kinds = (flags.IMAGE_ONLY, flags.IMAGE_TEXT)
+    return ScannedResult(
+        model=run.model, benchmark=run.benchmark, n_items=len(records),
+        accuracy=stats.accuracy([r["correct"] for r in records]),
+        rates={kind: flags.rate(records, kind) for kind in kinds},
+        subsets={kind: flags.subset_comparison(records, kind) for kind in kinds},
+        n_unscanned=sum(r[flags.IMAGE_ONLY] == flags.UNSCANNED for r in records),
+        n_unjudged=sum(r[flags.IMAGE_TEXT] == flags.UNJUDGED for r in records),
+        judged=any(r[flags.IMAGE_TEXT] not in (flags.NO_JUDGE, flags.UNSCANNED) for r in records),
+        source=run.source,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
 class Analysed:
     results: list[BenchmarkResult]  # semantic perturbation, with verdicts
     detectors: list[DetectorResult]
     alpha: float
     rates: list[BenchmarkRates] = field(default_factory=list)  # of the benchmarks, from scans and judges
+    scanned: list[ScannedResult] = field(default_factory=list)  # flagged vs clean accuracy per model

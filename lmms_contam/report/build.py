@@ -30,6 +30,7 @@ def build(
         detectors=[analysis.analyse_detector(run) for run in loaded.detectors],
         alpha=alpha,
         rates=rates.load(scans) if scans is not None else [],
+        scanned=[analysis.analyse_scanned(run) for run in loaded.scanned],
     )
     text = render.to_markdown(analysed)
     outputs: dict[Path, str] = {}

@@ -23,6 +23,8 @@ from lmms_contam.report.render import (  # noqa: E402
     detector_rows,
     leaderboard_rows,
     rate_rows,
+    scanned_legend,
+    scanned_rows,
 )
 
 MAX_FLAGGED_SHOWN = 24
@@ -132,13 +134,13 @@ def to_html(analysed: Analysed) -> str:
         f"95% paired bootstrap CI; exact McNemar test, Holm-corrected across each model's benchmarks; "
         f"contaminated = delta &lt; 0 and p (Holm) &lt; {alpha}.</p>",
     ]
+    if results or analysed.scanned:
+        sections += ["<h2>Leaderboard (points, verdict)</h2>", _table(*leaderboard_rows(analysed))]
     if results:
-        sections += [
-            "<h2>Leaderboard (delta in points, verdict)</h2>",
-            _table(*leaderboard_rows(results)),
-            "<h2>Details</h2>",
-            _table(*detail_rows(results)),
-        ]
+        sections += ["<h2>Details</h2>", _table(*detail_rows(results))]
+    if analysed.scanned:
+        sections += ["<h2>Contaminated vs clean items</h2>", f"<p>{html.escape(scanned_legend(analysed))}</p>",
+                     _table(*scanned_rows(analysed))]  # fmt: skip
     if analysed.detectors:
         sections += ["<h2>Peer detectors</h2>", f"<p>{html.escape(detector_legend(alpha))}</p>",
                      _table(*detector_rows(analysed))]  # fmt: skip

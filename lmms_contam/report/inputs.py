@@ -15,6 +15,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from lmms_contam.benchmarks import SCANNABLE
 from lmms_contam.detectors.options import LAYOUTS
 from lmms_contam.detectors.signals import DETECTORS
 from lmms_contam.schema import BENCHMARK_COLUMNS, SCHEMA_VERSION
@@ -23,6 +24,9 @@ TASK_VERSION = 1.0
 KNOWN_TASK = re.compile(rf"^({'|'.join(BENCHMARK_COLUMNS)})_(contam|original|perturbed)$")
 DETECTOR_TASK = re.compile(rf"^({'|'.join(LAYOUTS)})_({'|'.join(DETECTORS)})$")
 DETECTOR_FIELDS = ("item_id", "variant", "correct", "stratum", "n_options")
+# `<benchmark>_scanned`, or a task including its YAML under a longer name (e.g. one reading a local copy).
+SCANNED_TASK = re.compile(rf"^({'|'.join(SCANNABLE)})_(scanned)(?:_[\w-]+)?$")
+SCANNED_FIELDS = ("item_id", "correct", "image_only", "image_text")
 SAMPLES_FILE = re.compile(r"^(?P<stamp>.+)_samples_(?P<task>.+)\.jsonl$")
 
 
@@ -65,9 +69,20 @@ class DetectorRun:
 
 
 @dataclass(frozen=True)
+class ScannedRun:
+    """One model's per-item records of a `*_scanned` task: correctness and contamination flags."""
+
+    model: str
+    benchmark: str
+    records: list[dict]
+    source: str
+
+
+@dataclass(frozen=True)
 class Loaded:
     benchmarks: list[ModelBenchmark]  # semantic perturbation: both versions of every item
     detectors: list[DetectorRun]
+    scanned: list[ScannedRun] = field(default_factory=list)
 
 
 def model_label(results: dict) -> str:
@@ -136,12 +151,18 @@ def _check_task(results: dict, task: str, source: Path) -> None:
         )
 
 
-def _to_item(sample: dict, source: Path, number: int) -> ScoredItem:
+def _ids(sample: dict, source: Path, number: int) -> dict:
+    """The sample's contam_ids record, refused when absent or of another schema version."""
     ids = sample.get("contam_ids")
     if not isinstance(ids, dict):
         raise ReportInputError(f"{source}: sample {number} has no contam_ids (not written by an lmms-contam task?)")
     if ids.get("schema_version") != SCHEMA_VERSION:
         raise ReportInputError(f"{source}: sample {number} has schema version {ids.get('schema_version')}")
+    return ids
+
+
+def _to_item(sample: dict, source: Path, number: int) -> ScoredItem:
+    ids = _ids(sample, source, number)
     response = sample.get("filtered_resps")
     response = response[0] if isinstance(response, list) and response else response
     return ScoredItem(
@@ -166,7 +187,7 @@ class _Source:
 
 
 def _task_parts(task: str) -> tuple[str, str] | None:
-    match = KNOWN_TASK.match(task) or DETECTOR_TASK.match(task)
+    match = KNOWN_TASK.match(task) or DETECTOR_TASK.match(task) or SCANNED_TASK.match(task)
     return match.groups() if match else None
 
 
@@ -189,8 +210,8 @@ def _discover(paths: list[str | Path]) -> tuple[list[_Source], set[str]]:
         task = SAMPLES_FILE.match(path.name)["task"]
         if not _task_parts(task):
             raise ReportInputError(
-                f"{path}: task {task!r} is not an lmms-contam task (*_contam, *_original, *_perturbed, or a peer "
-                f"detector: *_{', *_'.join(DETECTORS)})"
+                f"{path}: task {task!r} is not an lmms-contam task (*_contam, *_original, *_perturbed, *_scanned, "
+                f"or a peer detector: *_{', *_'.join(DETECTORS)})"
             )
     return sources, unknown
 
@@ -231,14 +252,16 @@ def load(paths: Iterable[str | Path]) -> Loaded:
     grouped: dict[tuple[str, str], list[_Source]] = defaultdict(list)
     for source in sources:
         grouped[(source.model, source.benchmark)].append(source)
-    benchmarks, detectors = [], []
+    benchmarks, detectors, scanned = [], [], []
     for (model, benchmark), found in sorted(grouped.items()):
-        perturbation = [source for source in found if source.kind not in DETECTORS]
+        perturbation = [source for source in found if source.kind not in (*DETECTORS, "scanned")]
         if perturbation:
             benchmarks.append(_perturbation_entry(model, benchmark, perturbation))
-        by_detector = _one_run_per_kind(model, benchmark, [source for source in found if source.kind in DETECTORS])
-        detectors += [_detector_run(by_detector[name]) for name in DETECTORS if name in by_detector]
-    return Loaded(benchmarks, detectors)
+        by_kind = _one_run_per_kind(model, benchmark, [source for source in found if source not in perturbation])
+        detectors += [_detector_run(by_kind[name]) for name in DETECTORS if name in by_kind]
+        if "scanned" in by_kind:
+            scanned.append(_scanned_run(by_kind["scanned"]))
+    return Loaded(benchmarks, detectors, scanned)
 
 
 def _perturbation_entry(model: str, benchmark: str, candidates: list[_Source]) -> ModelBenchmark:
@@ -260,19 +283,30 @@ def _perturbation_entry(model: str, benchmark: str, candidates: list[_Source]) -
     return entry
 
 
-def _detector_run(source: _Source) -> DetectorRun:
+def _records(source: _Source, fields: tuple[str, ...]) -> list[dict]:
+    """Every sample's contam_ids, checked for schema, the fields the analysis reads, and repeats."""
     records, seen = [], set()
     for number, sample in enumerate(_read_samples(source.samples), 1):
-        item = _to_item(sample, source.samples, number)  # the same id and schema checks as perturbation samples
-        ids = sample["contam_ids"]
-        missing = [name for name in DETECTOR_FIELDS if name not in ids]
+        ids = _ids(sample, source.samples, number)
+        missing = [name for name in fields if name not in ids]
         if missing:
             raise ReportInputError(f"{source.samples}: sample {number} lacks {', '.join(missing)} in contam_ids")
-        if (item.item_id, item.variant) in seen:
-            raise ReportInputError(f"{source.samples}: sample {number} repeats item {item.item_id} ({item.variant})")
-        seen.add((item.item_id, item.variant))
+        key = (ids["item_id"], ids.get("variant"))
+        if key in seen:
+            version = f" ({key[1]})" if key[1] else ""
+            raise ReportInputError(f"{source.samples}: sample {number} repeats item {key[0]}{version}")
+        seen.add(key)
         records.append(ids)
-    return DetectorRun(source.model, source.benchmark, source.kind, records, str(source.samples))
+    return records
+
+
+def _detector_run(source: _Source) -> DetectorRun:
+    return DetectorRun(source.model, source.benchmark, source.kind, _records(source, DETECTOR_FIELDS),
+                       str(source.samples))  # fmt: skip
+
+
+def _scanned_run(source: _Source) -> ScannedRun:
+    return ScannedRun(source.model, source.benchmark, _records(source, SCANNED_FIELDS), str(source.samples))
 
 
 def _check_pairs(entry: ModelBenchmark) -> None:

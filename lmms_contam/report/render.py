@@ -4,13 +4,24 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import asdict
 
 from lmms_contam import __version__
+from lmms_contam.corpus.flags import IMAGE_ONLY, IMAGE_TEXT
 from lmms_contam.detectors.signals import DESCRIPTIONS, DETECTORS, LABELS
-from lmms_contam.report.analysis import CONTAMINATED, INCONCLUSIVE, NO_EVIDENCE, Analysed, BenchmarkResult
+from lmms_contam.report.analysis import (
+    CONTAMINATED,
+    INCONCLUSIVE,
+    NO_EVIDENCE,
+    Analysed,
+    BenchmarkResult,
+    ScannedResult,
+)
+from lmms_contam.stats import MIN_SUBSET
 
 REPORT_VERSION = 1
 MARK = {CONTAMINATED: "contaminated", NO_EVIDENCE: "no evidence", INCONCLUSIVE: "inconclusive"}
+FLAG_LABELS = {IMAGE_ONLY: "image-only", IMAGE_TEXT: "image-text"}
 
 
 def _number(value: float) -> float | None:
@@ -84,6 +95,13 @@ def to_json(analysed: Analysed) -> str:
              "source": d.source}
             for d in analysed.detectors
         ],
+        "scanned": [
+            {"model": r.model, "benchmark": r.benchmark, "n_items": r.n_items, "accuracy": r.accuracy,
+             "n_unscanned": r.n_unscanned, "n_unjudged": r.n_unjudged, "judged": r.judged, "source": r.source,
+             **{kind: {"rate": r.rates[kind], **asdict(subset), "verdict": subset.verdict(alpha)}
+                for kind, subset in r.subsets.items() if kind == IMAGE_ONLY or r.judged}}
+            for r in analysed.scanned
+        ],
     }  # fmt: skip
     return json.dumps(_without_nan(payload), indent=2, allow_nan=False) + "\n"
 
@@ -97,11 +115,57 @@ def _without_nan(value: object) -> object:
     return _number(value) if isinstance(value, float) else value
 
 
-def leaderboard_rows(results: list[BenchmarkResult]) -> tuple[list[str], list[list[str]]]:
-    benchmarks = sorted({r.benchmark for r in results})
-    models = sorted({r.model for r in results})
+def _gap_cell(result: ScannedResult, alpha: float) -> str:
+    kinds = (IMAGE_ONLY, IMAGE_TEXT) if result.judged else (IMAGE_ONLY,)
+    return "; ".join(f"{FLAG_LABELS[kind]} {_signed(result.subsets[kind].gap)} "
+                     f"({result.subsets[kind].verdict(alpha).split(' (')[0]})" for kind in kinds)  # fmt: skip
+
+
+def _signed(value: float) -> str:
+    return "n/a" if _number(value) is None else f"{100 * value:+.1f}"
+
+
+def leaderboard_rows(analysed: Analysed) -> tuple[list[str], list[list[str]]]:
+    """Per model: the perturbation delta per benchmark, then the contaminated - clean gap per scanned benchmark."""
+    results, scanned = analysed.results, analysed.scanned
+    perturbed = sorted({r.benchmark for r in results})
+    gaps = sorted({r.benchmark for r in scanned})
     cell = {(r.model, r.benchmark): f"{100 * r.comparison.delta:+.1f} ({MARK[r.verdict]})" for r in results}
-    return ["model", *benchmarks], [[m, *(cell.get((m, b), "-") for b in benchmarks)] for m in models]
+    cell |= {(r.model, f"{r.benchmark} scanned"): _gap_cell(r, analysed.alpha) for r in scanned}
+    columns = [*perturbed, *(f"{b} scanned" for b in gaps)]
+    models = sorted({r.model for r in results} | {r.model for r in scanned})
+    header = ["model", *(f"{b}: delta" for b in perturbed), *(f"{b}: flagged - clean" for b in gaps)]
+    return header, [[m, *(cell.get((m, c), "-") for c in columns)] for m in models]
+
+
+def scanned_rows(analysed: Analysed) -> tuple[list[str], list[list[str]]]:
+    """Per model, scanned benchmark and kind of flag: rate, accuracy on each side, gap, test, verdict."""
+    rows = []
+    for r in analysed.scanned:
+        for kind, subset in r.subsets.items():
+            if kind == IMAGE_TEXT and not r.judged:
+                continue
+            rows.append([
+                r.model, r.benchmark, FLAG_LABELS[kind], str(r.n_items), pct(r.accuracy), pct(r.rates[kind]),
+                f"{pct(subset.acc_flagged)} ({subset.n_flagged})", f"{pct(subset.acc_clean)} ({subset.n_clean})",
+                f"{_signed(subset.gap)} [{_signed(subset.ci_low)}, {_signed(subset.ci_high)}]",
+                p_text(subset.p_value), subset.verdict(analysed.alpha),
+            ])  # fmt: skip
+    header = ["model", "benchmark", "flag", "items", "acc", "rate %", "acc flagged (n)", "acc clean (n)",
+              "gap [95% CI]", "Fisher p", "verdict"]  # fmt: skip
+    return header, rows
+
+
+def scanned_legend(analysed: Analysed) -> str:
+    unscanned = sum(r.n_unscanned for r in analysed.scanned)
+    unjudged = sum(r.n_unjudged for r in analysed.scanned)
+    return (
+        "From the *_scanned tasks: accuracy on the items a scan flagged as contaminated against the clean ones "
+        "(acc: plain accuracy over all scored items). Gap = flagged - clean in points, 95% bootstrap CI (each "
+        f"side resampled on its own), two-sided Fisher exact test (uncorrected), verdict at p < {analysed.alpha}; "
+        f"no verdict with fewer than {MIN_SUBSET} items on a side. Left out of both sides: {unscanned} unscanned "
+        f"item(s) (no single image), {unjudged} unjudged by the image-text judge."
+    )
 
 
 def detail_rows(results: list[BenchmarkResult]) -> tuple[list[str], list[list[str]]]:
@@ -181,16 +245,21 @@ def detector_legend(alpha: float) -> str:
 
 def to_markdown(analysed: Analysed) -> str:
     results, alpha = analysed.results, analysed.alpha
-    parts = [
-        "# Contamination report (lmms-contam semantic perturbation)",
-        "",
-        f"Accuracy in %; delta = perturbed - original on the same items, 95% paired bootstrap CI; exact McNemar "
-        f"test, Holm-corrected across each model's benchmarks; contaminated = delta < 0 and p (Holm) < {alpha}.",
-        "",
-    ]
+    parts = ["# Contamination report (lmms-contam)", ""]
     if results:
-        parts += ["## Leaderboard (delta, verdict)", "", _table(*leaderboard_rows(results)), "",
-                  "## Details", "", _table(*detail_rows(results)), ""]  # fmt: skip
+        parts += [
+            f"Semantic perturbation: accuracy in %; delta = perturbed - original on the same items, 95% paired "
+            f"bootstrap CI; exact McNemar test, Holm-corrected across each model's benchmarks; contaminated = "
+            f"delta < 0 and p (Holm) < {alpha}.",
+            "",
+        ]
+    if results or analysed.scanned:
+        parts += ["## Leaderboard", "", _table(*leaderboard_rows(analysed)), ""]
+    if results:
+        parts += ["## Details", "", _table(*detail_rows(results)), ""]
+    if analysed.scanned:
+        parts += ["## Contaminated vs clean items", "", scanned_legend(analysed), "",
+                  _table(*scanned_rows(analysed)), ""]  # fmt: skip
     if analysed.detectors:
         parts += ["## Peer detectors", "", detector_legend(alpha), "", _table(*detector_rows(analysed)), ""]
     if analysed.rates:
