@@ -77,6 +77,19 @@ def _import_mm_perturb(args: argparse.Namespace) -> int:
     return 0
 
 
+def _import_datacomp(args: argparse.Namespace) -> int:
+    from lmms_contam.corpus.datacomp import import_datacomp
+
+    try:
+        summary = import_datacomp(args.source, args.out, args.recipe, args.key)
+    except (ValueError, FileNotFoundError, TypeError) as exc:  # TypeError: a recipe.json with other fields
+        print(f"lmms-contam import datacomp: {exc}", file=sys.stderr)
+        return 2
+    print(f"{summary['rows']} vectors in {summary['shards']} shard(s) -> {args.out} "
+          f"({summary['shards_reused']} reused)")  # fmt: skip
+    return 0
+
+
 def _shard(text: str | None) -> tuple[int, int]:
     if not text:
         return (0, 1)
@@ -116,14 +129,38 @@ def _perturb(args: argparse.Namespace) -> int:
 
 
 def _scan(args: argparse.Namespace) -> int:
-    from lmms_contam.corpus.run import make_embedder, scan_benchmark
+    from lmms_contam.corpus.eval_sources import BenchmarkSource, DatasetSource, FolderSource
+    from lmms_contam.corpus.run import make_embedder, scan_source
+    from lmms_contam.corpus.runners import make_runner
 
+    sources = [BenchmarkSource(b, args.originals) for b in args.eval or []]
+    sources += [FolderSource(folder) for folder in args.eval_folder]
+    sources += [DatasetSource(d, args.split, args.image_column, args.id_column) for d in args.eval_dataset]
+    if not sources:
+        print("lmms-contam scan: nothing to scan; give --eval, --eval-folder or --eval-dataset", file=sys.stderr)
+        return 2
+    names = [source.name for source in sources]
+    if len(set(names)) < len(names):
+        print(f"lmms-contam scan: two eval sets would both be written as {names} in --out; scan them into "
+              "separate folders", file=sys.stderr)  # fmt: skip
+        return 2
+    if args.originals and len(args.eval or []) != 1:
+        print(
+            "lmms-contam scan: --originals is a local copy of one benchmark; give exactly one --eval", file=sys.stderr
+        )
+        return 2
     try:
         embedder = make_embedder(args.embedder, args.device)
-        for benchmark in args.eval:
-            summary = scan_benchmark(benchmark, args.corpus, args.out, embedder, originals=args.originals,
-                                     k=args.k, threshold=args.threshold)  # fmt: skip
-            print(f"{benchmark}: image-only contamination rate {summary['image_only_rate']:.3f} "
+        runner = make_runner(args.ray)
+        index = None
+        if args.index is not None:
+            from lmms_contam.corpus.index import IndexSettings
+
+            index = IndexSettings(args.index or None, args.candidates, args.nprobe)
+        for source in sources:
+            summary = scan_source(source, args.corpus, args.out, embedder, k=args.k, threshold=args.threshold,
+                                  runner=runner, index=index)  # fmt: skip
+            print(f"{source.name}: image-only contamination rate {summary['image_only_rate']:.3f} "
                   f"(similarity > {summary['threshold']}, {summary['images']} images, "
                   f"{summary['corpus_rows']} corpus rows)")  # fmt: skip
     except (ValueError, FileNotFoundError) as exc:
@@ -132,13 +169,53 @@ def _scan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _index_corpus(args: argparse.Namespace) -> int:
+    from lmms_contam.corpus.index import build_index
+
+    try:
+        folder = build_index(args.corpus, args.factory, args.out)
+    except (ValueError, RuntimeError, FileNotFoundError) as exc:  # faiss raises RuntimeError on bad factories
+        print(f"lmms-contam index-corpus: {exc}", file=sys.stderr)
+        return 2
+    print(f"{args.factory} index of {args.corpus} -> {folder}")
+    return 0
+
+
+def _bench_scan(args: argparse.Namespace) -> int:
+    from lmms_contam.corpus import bench
+    from lmms_contam.corpus.run import make_embedder
+
+    settings = {k: getattr(args, k) for k in ("eval", "corpus", "dim", "shards", "k", "images", "embedder")}
+    try:
+        embedder = make_embedder(args.embedder, args.device)
+        figures = bench.run(args.eval, args.corpus, args.dim, args.shards, args.k, args.images, embedder)
+    except ValueError as exc:
+        print(f"lmms-contam bench-scan: {exc}", file=sys.stderr)
+        return 2
+    print(bench.table(figures))
+    if args.json:
+        from lmms_contam.atomic import atomic_path
+
+        with atomic_path(Path(args.json)) as tmp:
+            tmp.write_text(bench.as_json(figures, settings) + "\n")
+    return 0
+
+
 def _embed_corpus(args: argparse.Namespace) -> int:
     from lmms_contam.corpus.ingest import embed_corpus
     from lmms_contam.corpus.run import make_embedder
 
     try:
-        summary = embed_corpus(args.source, args.out, make_embedder(args.embedder, args.device),
-                               shard_size=args.shard_size, image_column=args.image_column)  # fmt: skip
+        embedder, engine = make_embedder(args.embedder, args.device), None
+        if args.ray:
+            from lmms_contam.corpus.ray_embed import RayDataEmbedding
+            from lmms_contam.corpus.runners import make_runner
+
+            make_runner(args.ray)  # connects to (or starts) the cluster
+            engine = RayDataEmbedding(args.embedder, args.device, args.actors, args.gpus_per_actor,
+                                      batch_size=embedder.batch_size)  # fmt: skip
+        summary = embed_corpus(args.source, args.out, embedder, shard_size=args.shard_size,
+                               image_column=args.image_column, engine=engine)  # fmt: skip
     except (ValueError, FileNotFoundError) as exc:
         print(f"lmms-contam embed-corpus: {exc}", file=sys.stderr)
         return 2
@@ -235,12 +312,13 @@ def _experiment(args: argparse.Namespace) -> int:
     return 0 if outcome.passed else 1
 
 
-def _add_embedder_arguments(command: argparse.ArgumentParser) -> None:
+def _add_embedder_arguments(command: argparse.ArgumentParser, default: str = "open_clip:ViT-L-14/openai") -> None:
     """How images become vectors; `scan` and `embed-corpus` must agree (their recipes are compared)."""
     command.add_argument(
         "--embedder",
-        default="open_clip:ViT-L-14/openai",
-        help="open_clip:MODEL/PRETRAINED (default, the paper's) or efficientnet-lite0 (offline)",
+        default=default,
+        help=f"open_clip:MODEL/PRETRAINED (the paper's: open_clip:ViT-L-14/openai), hf_clip:MODEL_ID_OR_FOLDER "
+        f"(transformers CLIP) or efficientnet-lite0 (offline); default {default}",
     )
     command.add_argument("--device", default="cpu", help="torch device for the embedder")
 
@@ -288,7 +366,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
     report.set_defaults(run=_report)
 
-    importer = commands.add_parser("import", help="import released perturbed sets into the plugin's schema")
+    importer = commands.add_parser("import", help="import released perturbed sets, or precomputed corpus features")
     sources = importer.add_subparsers(dest="source", required=True, metavar="SOURCE")
     release = sources.add_parser(
         "mm-perturb",
@@ -306,6 +384,21 @@ def build_parser() -> argparse.ArgumentParser:
     release.add_argument("--keep", help="a file of indices to keep (the filtered subset), one per line")
     release.add_argument("--out", help="output folder (default: $LMMS_CONTAM_HOME/datasets/<benchmark>)")
     release.set_defaults(run=_import_mm_perturb)
+    datacomp = sources.add_parser(
+        "datacomp",
+        help="DataComp's precomputed image features (.npz + .parquet per shard) as a corpus for `scan`",
+        description="Convert every <shard>.npz (its --key array, e.g. l14_img) and the same-name .parquet (uid, "
+        "url, text -> caption) into the clip-retrieval layout with the recipe you name, one shard at a time "
+        "(a rerun skips converted shards). Refused with the file and row named: NaN rows, vectors that are not "
+        "unit length, dimensions that change between shards, row counts that differ from the metadata.",
+    )
+    datacomp.add_argument("source", help="folder of DataComp shards (<shard>.npz beside <shard>.parquet)")
+    datacomp.add_argument("--out", required=True, help="output corpus folder")
+    datacomp.add_argument("--recipe", required=True,
+                          help="recipe.json describing how the features were made (family, model, weights, "
+                          "preprocessing, dtype); scans compare only vectors of the same recipe")  # fmt: skip
+    datacomp.add_argument("--key", default="l14_img", help="array to import (default l14_img; b32_img for ViT-B/32)")
+    datacomp.set_defaults(run=_import_datacomp)
 
     perturb = commands.add_parser(
         "perturb",
@@ -338,8 +431,16 @@ def build_parser() -> argparse.ArgumentParser:
         "0.8-0.99). The corpus is in the clip-retrieval layout with a recipe.json naming how its vectors were "
         "made; the embedder must match it.",
     )
-    scan.add_argument("--eval", required=True, type=_benchmark_list,
-                      help=f"comma-separated benchmarks among {','.join(SCANNABLE)}")  # fmt: skip
+    scan.add_argument("--eval", type=_benchmark_list, help=f"comma-separated benchmarks among {','.join(SCANNABLE)}")
+    scan.add_argument("--eval-folder", action="append", default=[], metavar="FOLDER",
+                      help="also scan every image under FOLDER (ids: relative paths; output named after the "
+                      "folder); repeatable")  # fmt: skip
+    scan.add_argument("--eval-dataset", action="append", default=[], metavar="DATASET",
+                      help="also scan a dataset's image column: a hub id, parquet file/folder or save_to_disk "
+                      "folder (see --split, --image-column, --id-column); repeatable")  # fmt: skip
+    scan.add_argument("--split", default="test", help="split of --eval-dataset (default test)")
+    scan.add_argument("--image-column", default="image", help="image column of --eval-dataset (default image)")
+    scan.add_argument("--id-column", help="id column of --eval-dataset (default: the row number)")
     scan.add_argument("--corpus", required=True, help="folder with img_emb/img_emb_N.npy, metadata/, recipe.json")
     scan.add_argument("--out", required=True, help="output folder")
     _add_embedder_arguments(scan)
@@ -351,7 +452,54 @@ def build_parser() -> argparse.ArgumentParser:
     )
     scan.add_argument("--k", type=int, default=10, help="matches kept per eval image (default 10)")
     scan.add_argument("--originals", help="a local copy of the benchmark (default: lmms-eval's hub id)")
+    scan.add_argument(
+        "--ray",
+        nargs="?",
+        const="auto",
+        metavar="ADDRESS",
+        help="scan the corpus shards as Ray tasks: alone, on Ray's default cluster ($RAY_ADDRESS, a running "
+        "local one, else a new local one); or on the cluster at ADDRESS (e.g. ray://head:10001). Shard files "
+        "must be readable at the same paths on every node",
+    )
+    scan.add_argument("--index", nargs="?", const="", metavar="FOLDER",
+                      help="search the corpus's faiss index (default <corpus>/index, from `index-corpus`) instead "
+                      "of the exact scan; its candidates are re-scored exactly, but a match it never proposes is "
+                      "missed, and matches above the threshold are counted among the candidates only")  # fmt: skip
+    scan.add_argument("--candidates", type=_at_least(1), default=100,
+                      help="rows the index proposes per eval image (default 100)")  # fmt: skip
+    scan.add_argument("--nprobe", type=_at_least(1), default=32, help="IVF lists searched (default 32)")
     scan.set_defaults(run=_scan)
+
+    index = commands.add_parser(
+        "index-corpus",
+        help="build a faiss index of an embedded corpus, for repeated `scan --index` runs",
+        description="Trains the index on an even sample of the corpus (at most 200000 vectors) and adds every "
+        "shard in order, so the index's ids are the corpus's global row ids. Writes <corpus>/index/faiss.index "
+        "and index.json (factory, recipe, shards); `scan --index` refuses an index of another corpus state.",
+    )
+    index.add_argument("corpus", help="an embedded corpus folder (clip-retrieval layout with recipe.json)")
+    index.add_argument("--factory", default="IVF1024,Flat",
+                       help="faiss index_factory string (e.g. IVF4096,PQ64 or HNSW32)")  # fmt: skip
+    index.add_argument("--out", help="index folder (default <corpus>/index)")
+    index.set_defaults(run=_index_corpus)
+
+    bench = commands.add_parser(
+        "bench-scan",
+        help="measure the scan and the embedding pipeline against baselines timed in the same run",
+        description="Times the exact scan against the bare matrix products of the same shapes and faiss "
+        "IndexFlatIP on the same vectors, the embedding pipeline against the model's forward on pre-decoded "
+        "tensors, embed-once + scan against the per-pair recipe (extrapolated from a few pairs), and peak "
+        "memory for a 4x larger memory-mapped corpus. Prints measured figures and their ratios.",
+    )
+    bench.add_argument("--eval", type=_at_least(1), default=5000, help="eval vectors (default 5000)")
+    bench.add_argument("--corpus", type=_at_least(1), default=100_000, help="corpus vectors (default 100000)")
+    bench.add_argument("--dim", type=_at_least(1), default=768, help="vector dimension (default 768, ViT-L/14)")
+    bench.add_argument("--shards", type=_at_least(1), default=4, help="corpus shards (default 4)")
+    bench.add_argument("--k", type=_at_least(1), default=10, help="top-k (default 10)")
+    bench.add_argument("--images", type=_at_least(2), default=64, help="images for the embedding figures")
+    bench.add_argument("--json", help="also write the figures as JSON here")
+    _add_embedder_arguments(bench, default="efficientnet-lite0")
+    bench.set_defaults(run=_bench_scan)
 
     corpus = commands.add_parser(
         "embed-corpus",
@@ -366,6 +514,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_embedder_arguments(corpus)
     corpus.add_argument("--shard-size", type=int, default=100_000, help="source images per shard (default 100000)")
     corpus.add_argument("--image-column", default="image", help="parquet column holding the images (default image)")
+    corpus.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
+                        help="embed with Ray Data on a pool of embedder actors: alone, on Ray's default cluster; "
+                        "or on the cluster at ADDRESS")  # fmt: skip
+    corpus.add_argument("--actors", type=_at_least(1), default=1, help="embedder actors with --ray (default 1)")
+    corpus.add_argument("--gpus-per-actor", type=float, default=0.0, help="GPUs per actor with --ray (default 0)")
     corpus.set_defaults(run=_embed_corpus)
 
     judge = commands.add_parser(

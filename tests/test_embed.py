@@ -19,6 +19,7 @@ from lmms_contam.corpus.embed import (
     to_rgb,
     write_embeddings,
 )
+from lmms_contam.corpus.run import make_embedder
 
 TINY = {"embed_dim": 32, "vision_cfg": {"image_size": 64, "layers": 2, "width": 64, "patch_size": 16},
         "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 32, "heads": 4, "layers": 2}}  # fmt: skip
@@ -126,3 +127,28 @@ def test_offline_embedder_separates_planted_near_duplicates_from_unrelated_photo
     np.fill_diagonal(unrelated, -1)
     assert min(near) > OFFLINE_THRESHOLD > unrelated.max(), (min(near), unrelated.max())
     assert embedder.recipe.family == "efficientnet_lite0" and "sha256" in embedder.recipe.weights
+
+
+def test_hugging_face_clip_from_a_local_folder(photos, tmp_path):
+    """A tiny random transformers CLIP saved with save_pretrained, loaded as a hub id would be."""
+    from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel
+
+    torch.manual_seed(0)
+    config = CLIPConfig(
+        text_config={"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2},
+        vision_config={"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+                       "image_size": 48, "patch_size": 16},
+        projection_dim=24,
+    )  # fmt: skip
+    CLIPModel(config).save_pretrained(tmp_path / "clip")
+    CLIPImageProcessor(size={"shortest_edge": 48}, crop_size={"height": 48, "width": 48}).save_pretrained(
+        tmp_path / "clip"
+    )
+    embedder = make_embedder(f"hf_clip:{tmp_path / 'clip'}")
+    vectors = embedder.embed(photos)
+    assert vectors.shape == (4, 24) and vectors.dtype == np.float16
+    np.testing.assert_allclose(np.linalg.norm(vectors.astype(np.float32), axis=1), 1.0, atol=2e-3)
+    assert embedder.recipe.family == "hf_clip" and "sha256" in embedder.recipe.weights
+    assert '"crop_size": {"height": 48' in embedder.recipe.preprocessing
+    assert np.array_equal(make_embedder(f"hf_clip:{tmp_path / 'clip'}").embed(photos), vectors)
+    assert len({v.tobytes() for v in vectors}) == 4, "different photos, different vectors"

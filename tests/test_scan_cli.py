@@ -10,13 +10,16 @@ from dataclasses import asdict
 
 import datasets
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from benchmark_copies import write_corpus_folder
 from fixtures import real_photos, write_mmstar_originals
 from PIL import Image, ImageOps
 
 from lmms_contam.corpus.embed import EfficientNetLite0Embedder
+from lmms_contam.corpus.ingest import embed_corpus
 
 pytestmark = pytest.mark.slow
 
@@ -72,3 +75,33 @@ def test_scan_finds_planted_copies_with_their_captions(tmp_path):
     (corpus / "recipe.json").write_text(json.dumps({**other, "dtype": "float16"}))
     refused = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert refused.returncode == 2 and "different recipes" in refused.stderr
+
+
+def test_an_image_folder_and_a_dataset_column_are_eval_sets_too(tmp_path):
+    embed_corpus(write_corpus_folder(tmp_path / "corpus_images"), tmp_path / "corpus", EfficientNetLite0Embedder())
+    photos = real_photos(size=128)  # the corpus holds copies of photos 0-7
+    for i, data in enumerate(photos):
+        folder = tmp_path / "eval" / ("people" if i % 2 else "things")
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{i:02d}.png").write_bytes(data)
+    rows = [{"name": f"photo-{i}", "picture": {"bytes": data}} for i, data in enumerate(photos)]
+    table = datasets.Dataset.from_list(rows).cast_column("picture", datasets.Image())
+    table.to_parquet(str(tmp_path / "eval_set.parquet"))
+    command = [sys.executable, "-m", "lmms_contam.cli", "scan", "--corpus", str(tmp_path / "corpus"), "--out",
+               str(tmp_path / "scans"), "--embedder", "efficientnet-lite0", "--eval-folder", str(tmp_path / "eval"),
+               "--eval-dataset", str(tmp_path / "eval_set.parquet"), "--image-column", "picture",
+               "--id-column", "name"]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    folder = pd.read_parquet(tmp_path / "scans" / "eval.matches.parquet").set_index("original_id")
+    assert folder.loc["things/00.png", "matches_above_threshold"] == 1
+    assert folder.loc["people/09.png", "matches_above_threshold"] == 0
+    dataset = pd.read_parquet(tmp_path / "scans" / "eval_set.matches.parquet").set_index("original_id")
+    flagged = {i for i in range(16) if dataset.loc[f"photo-{i}", "matches_above_threshold"] > 0}
+    assert flagged == set(range(8))
+    summary = json.loads((tmp_path / "scans" / "eval.summary.json").read_text())
+    assert summary["image_only_rate"] == 0.5 and summary["eval_source"].startswith("folder ")
+    dataset_only = str(tmp_path / "eval_set.parquet")
+    without_columns = [*command[: command.index("--eval-dataset")], "--eval-dataset", dataset_only]
+    bad = subprocess.run(without_columns, capture_output=True, text=True, timeout=600)
+    assert bad.returncode == 2 and "no column 'image'" in bad.stderr

@@ -23,6 +23,7 @@ from loopback import LoopbackServer, completion
 from lmms_contam.benchmarks import SCANNABLE
 from lmms_contam.corpus import run as corpus_run
 from lmms_contam.corpus.embed import OFFLINE_THRESHOLD, EfficientNetLite0Embedder
+from lmms_contam.corpus.eval_sources import BenchmarkSource
 from lmms_contam.corpus.flags import ScanOutputError
 from lmms_contam.corpus.ingest import embed_corpus
 from lmms_contam.harness.registration import tasks_dir
@@ -76,7 +77,7 @@ def scanned(tmp_path_factory) -> Scanned:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(corpus_run, "EVAL_CHUNK", 5)  # the benchmarks are embedded a few images at a time
         for benchmark, path in copies.items():
-            corpus_run.scan_benchmark(benchmark, root / "corpus", root / "scans", embedder, originals=str(path))
+            corpus_run.scan_source(BenchmarkSource(benchmark, str(path)), root / "corpus", root / "scans", embedder)
     with LoopbackServer(judge_script) as server, pytest.MonkeyPatch.context() as env:
         env.setenv("JUDGE_KEY", "sk-test")
         endpoint = EndpointConfig(model="judge", base_url=server.base_url, api_key_env="JUDGE_KEY")

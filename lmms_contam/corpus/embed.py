@@ -106,6 +106,40 @@ class OpenClipEmbedder(TorchEmbedder):
         return self.model.encode_image(batch)
 
 
+def _weights_identity(source: str, revision: str | None) -> str:
+    """A hub id with the commit it resolved to, or a local folder with a hash of its weight files."""
+    folder = Path(source)
+    if folder.is_dir():
+        digest = hashlib.sha256()
+        for path in sorted(folder.glob("*.safetensors")) or sorted(folder.glob("*.bin")):
+            digest.update(path.read_bytes())
+        return f"{source} (sha256 {digest.hexdigest()[:16]})"
+    return f"{source}@{revision or 'unknown revision'}"
+
+
+class HFClipEmbedder(TorchEmbedder):
+    """A Hugging Face transformers CLIP image tower (e.g. openai/clip-vit-large-patch14), or a local folder."""
+
+    def __init__(self, model_id: str, device: str = "cpu", batch_size: int = 64, dtype: str = "float16",
+                 trust_remote_code: bool = False) -> None:  # fmt: skip
+        from transformers import CLIPImageProcessor, CLIPModel
+
+        self.model = CLIPModel.from_pretrained(model_id, trust_remote_code=trust_remote_code).eval().to(device)
+        self.processor = CLIPImageProcessor.from_pretrained(model_id)
+        self.device, self.batch_size = device, batch_size
+        weights = _weights_identity(model_id, getattr(self.model.config, "_commit_hash", None))
+        settings = json.dumps(self.processor.to_dict(), sort_keys=True, default=str)
+        self.recipe = Recipe("hf_clip", model_id, weights, f"CLIPImageProcessor {settings}", dtype)
+
+    def preprocess(self, image: Image.Image):
+        return self.processor(images=image, return_tensors="pt")["pixel_values"][0]
+
+    def features(self, batch):
+        output = self.model.get_image_features(pixel_values=batch)
+        # transformers 5 returns the vision output with the projected pooler; 4.x the tensor itself.
+        return output if hasattr(output, "dim") else output.pooler_output
+
+
 def write_embeddings(path: str | Path, vectors: np.ndarray, ids: list[str], recipe: Recipe) -> Path:
     """`<path>.npy` plus `<path>.recipe.json` (recipe, ids, shape); the .npy appears last."""
     path = Path(path)

@@ -131,6 +131,30 @@ def _decoded(record: CorpusRecord):
         return exc
 
 
+@dataclass
+class EmbeddedShard:
+    kept: list[CorpusRecord]
+    vectors: np.ndarray | None  # None when every image was skipped
+    skipped: list[dict]  # {"source", "reason"}
+
+
+class LocalEmbedding:
+    """Decode on threads (PIL frees the GIL), then embed in this process."""
+
+    def __init__(self, embedder, decode_threads: int = 4) -> None:
+        self.embedder, self.pool = embedder, ThreadPoolExecutor(max_workers=decode_threads)
+
+    def embed_shard(self, chunk: list[CorpusRecord]) -> EmbeddedShard:
+        kept, images, skipped = [], [], []
+        for record, image in zip(chunk, self.pool.map(_decoded, chunk), strict=True):
+            if isinstance(image, Exception):
+                skipped.append({"source": record.key, "reason": str(image)})
+            else:
+                kept.append(record)
+                images.append(image)
+        return EmbeddedShard(kept, self.embedder.embed(images) if images else None, skipped)
+
+
 def _write_shard(out: Path, number: int, kept: list[CorpusRecord], vectors: np.ndarray | None,
                  skipped: list[dict], dtype: str) -> None:  # fmt: skip
     """Skips, then metadata, then vectors: the vectors file marks the shard done. A shard whose every
@@ -148,8 +172,11 @@ def _write_shard(out: Path, number: int, kept: list[CorpusRecord], vectors: np.n
 
 
 def embed_corpus(source: str | Path, out: str | Path, embedder, shard_size: int = DEFAULT_SHARD_SIZE,
-                 image_column: str = "image", decode_threads: int = 4) -> dict:  # fmt: skip
-    """Embed every image of `source` into `out` (img_emb/, metadata/, recipe.json); resumable per shard."""
+                 image_column: str = "image", decode_threads: int = 4, engine=None) -> dict:  # fmt: skip
+    """Embed every image of `source` into `out` (img_emb/, metadata/, recipe.json); resumable per shard.
+
+    `engine` embeds a shard (default LocalEmbedding; ray_embed.RayDataEmbedding on a Ray cluster).
+    """
     if shard_size < 1:
         raise ValueError(f"shard size must be positive, got {shard_size}")
     out = Path(out)
@@ -159,34 +186,27 @@ def embed_corpus(source: str | Path, out: str | Path, embedder, shard_size: int 
     else:
         with atomic_path(recipe_path) as tmp:
             tmp.write_text(json.dumps(asdict(embedder.recipe), indent=2))
+    engine = engine or LocalEmbedding(embedder, decode_threads)
     stream = records(source, image_column)
     counts = {"shards": 0, "shards_reused": 0, "embedded": 0, "skipped": 0}
     progress = tqdm(desc=f"embedding {source}", unit="image")
-    with ThreadPoolExecutor(max_workers=decode_threads) as pool:  # decoding on threads, PIL frees the GIL
-        for number in itertools.count():
-            chunk = list(itertools.islice(stream, shard_size))
-            if not chunk:
-                break
-            counts["shards"] += 1
-            done = out / "img_emb" / f"img_emb_{number}.npy"
-            if done.exists():
-                rows = len(np.load(done, mmap_mode="r", allow_pickle=False))
-                counts["shards_reused"] += 1
-                counts["embedded"] += rows
-                counts["skipped"] += len(chunk) - rows
-                progress.update(len(chunk))
-                continue
-            kept, images, skipped = [], [], []
-            for record, image in zip(chunk, pool.map(_decoded, chunk), strict=True):
-                if isinstance(image, Exception):
-                    skipped.append({"source": record.key, "reason": str(image)})
-                else:
-                    kept.append(record)
-                    images.append(image)
-            _write_shard(out, number, kept, embedder.embed(images) if images else None, skipped, embedder.recipe.dtype)
-            counts["embedded"] += len(kept)
-            counts["skipped"] += len(skipped)
-            progress.update(len(chunk))
+    for number in itertools.count():
+        chunk = list(itertools.islice(stream, shard_size))
+        if not chunk:
+            break
+        counts["shards"] += 1
+        done = out / "img_emb" / f"img_emb_{number}.npy"
+        if done.exists():
+            rows = len(np.load(done, mmap_mode="r", allow_pickle=False))
+            counts["shards_reused"] += 1
+            counts["embedded"] += rows
+            counts["skipped"] += len(chunk) - rows
+        else:
+            shard = engine.embed_shard(chunk)
+            _write_shard(out, number, shard.kept, shard.vectors, shard.skipped, embedder.recipe.dtype)
+            counts["embedded"] += len(shard.kept)
+            counts["skipped"] += len(shard.skipped)
+        progress.update(len(chunk))
     progress.close()
     if counts["shards"] == 0:
         raise ValueError(f"{source}: no images found")

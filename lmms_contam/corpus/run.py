@@ -1,7 +1,8 @@
-"""`lmms-contam scan`: embed a benchmark's images, scan a corpus, write per-image matches and rates."""
+"""`lmms-contam scan`: embed an eval set's images, scan a corpus, write per-image matches and rates."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import asdict
 from pathlib import Path
@@ -11,35 +12,40 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from lmms_contam.atomic import atomic_path
-from lmms_contam.benchmarks import loaders
 from lmms_contam.corpus import scan
 from lmms_contam.corpus.embed import (
     EfficientNetLite0Embedder,
+    HFClipEmbedder,
     OpenClipEmbedder,
     read_embeddings,
     require_same_recipe,
     standard_threshold,
     write_embeddings,
 )
+from lmms_contam.corpus.eval_sources import EvalSource
+from lmms_contam.corpus.index import IndexSettings, search_index
+from lmms_contam.corpus.runners import LocalRunner, RayRunner
 from lmms_contam.corpus.sources import lookup, open_corpus
-from lmms_contam.items import Item
 
 
 def make_embedder(spec: str, device: str = "cpu"):
-    """'efficientnet-lite0' (offline), or 'open_clip:MODEL/PRETRAINED' (default open_clip:ViT-L-14/openai)."""
+    """'efficientnet-lite0' (offline), 'open_clip:MODEL/PRETRAINED' (default open_clip:ViT-L-14/openai), or
+    'hf_clip:MODEL_ID_OR_FOLDER' (transformers CLIP)."""
     if spec == "efficientnet-lite0":
         return EfficientNetLite0Embedder(device=device)
     if spec.startswith("open_clip:"):
         model, _, pretrained = spec.removeprefix("open_clip:").partition("/")
         return OpenClipEmbedder(model, pretrained or None, device=device)
-    raise ValueError(f"unknown embedder {spec!r}: use efficientnet-lite0 or open_clip:MODEL/PRETRAINED")
+    if spec.startswith("hf_clip:"):
+        return HFClipEmbedder(spec.removeprefix("hf_clip:"), device=device)
+    raise ValueError(f"unknown embedder {spec!r}: use efficientnet-lite0, open_clip:MODEL/PRETRAINED or hf_clip:MODEL")
 
 
-EVAL_CHUNK = 256  # images decoded and held at once while a benchmark is embedded
+EVAL_CHUNK = 256  # images decoded and held at once while an eval set is embedded
 
 
-def eval_embeddings(benchmark: str, originals: str | None, embedder, work: Path) -> tuple[np.ndarray, list[str]]:
-    """The benchmark's image vectors, computed once and reused by reruns with the same recipe.
+def eval_embeddings(source: EvalSource, embedder, work: Path) -> tuple[np.ndarray, list[str]]:
+    """The eval images' vectors, computed once and reused by reruns of the same source and recipe.
 
     Images are decoded a chunk at a time: SEEDBench's 14k images would not fit in memory at once.
     """
@@ -48,12 +54,10 @@ def eval_embeddings(benchmark: str, originals: str | None, embedder, work: Path)
         vectors, ids, recipe = read_embeddings(path)
         if recipe == embedder.recipe:
             return np.asarray(vectors), ids
-    rows = loaders.load_rows(benchmark, originals)
     ids, chunks, images = [], [], []
-    for item in tqdm(loaders.items(benchmark, rows), total=len(rows), desc=f"embedding {benchmark}", unit="row"):
-        if isinstance(item, Item):
-            ids.append(item.original_id)
-            images.append(item.image)
+    for image_id, image in tqdm(source.images(), total=source.count(), desc=f"embedding {source.name}", unit="row"):
+        ids.append(image_id)
+        images.append(image)
         if len(images) == EVAL_CHUNK:
             chunks.append(embedder.embed(images))
             images = []
@@ -64,17 +68,26 @@ def eval_embeddings(benchmark: str, originals: str | None, embedder, work: Path)
     return vectors, ids
 
 
-def scan_benchmark(benchmark: str, corpus: str | Path, out: str | Path, embedder, originals: str | None = None,
-                   k: int = scan.DEFAULT_K, threshold: float | None = None) -> dict:  # fmt: skip
-    """`threshold` None: the embedder's standard one (0.9 for CLIP, the offline embedder's own)."""
+def scan_source(source: EvalSource, corpus: str | Path, out: str | Path, embedder, k: int = scan.DEFAULT_K,
+                threshold: float | None = None, runner: LocalRunner | RayRunner | None = None,
+                index: IndexSettings | None = None) -> dict:  # fmt: skip
+    """`threshold` None: the embedder's standard one (0.9 for CLIP, the offline embedder's own); `runner`
+    None: in-process (a RayRunner scans the shards as Ray tasks); `index`: search a faiss index of the
+    corpus instead of the exact scan, re-scoring its candidates exactly."""
+    runner = runner or LocalRunner()
     out = Path(out)
     threshold = standard_threshold(embedder.recipe.family) if threshold is None else threshold
     shards, corpus_recipe = open_corpus(corpus)
-    require_same_recipe(embedder.recipe, corpus_recipe, f"{benchmark} against {corpus}")
-    work = out / "work" / benchmark
-    vectors, ids = eval_embeddings(benchmark, originals, embedder, work)
-    result = scan.scan_shards(vectors, [(s.name, s.vectors, s.offset) for s in shards], work, k=k,
-                              count_above=threshold)  # fmt: skip
+    require_same_recipe(embedder.recipe, corpus_recipe, f"{source.name} against {corpus}")
+    # Keyed on the source's description: another local copy of a benchmark gets its own cache.
+    work = out / "work" / f"{source.name}-{hashlib.sha256(source.description.encode()).hexdigest()[:12]}"
+    vectors, ids = eval_embeddings(source, embedder, work)
+    if index is None:
+        result = scan.scan_shards(vectors, [(s.name, s.vectors, s.offset) for s in shards], work, k=k,
+                                  count_above=threshold, runner=runner)  # fmt: skip
+        mode = {"kind": "exact streaming scan", "runner": runner.name}
+    else:
+        result, mode = search_index(vectors, corpus, k, threshold, index)
     evidence = lookup(shards, result.ids)
     rows = []
     for row, original_id in enumerate(ids):
@@ -85,14 +98,14 @@ def scan_benchmark(benchmark: str, corpus: str | Path, out: str | Path, embedder
                      "top_captions": [m["caption"] for m in matches],
                      "top_urls": [m["url"] for m in matches]})  # fmt: skip
     sweep = sorted({*scan.THRESHOLDS, threshold})
-    summary = {"scan_version": scan.SCAN_VERSION, "benchmark": benchmark, "corpus": str(corpus),
+    summary = {"scan_version": scan.SCAN_VERSION, "benchmark": source.name, "corpus": str(corpus),
                "corpus_rows": sum(s.rows for s in shards), "images": len(ids), "threshold": threshold, "k": k,
                "image_only_rate": scan.rates(result, [threshold])[threshold],
                "rates": {str(t): r for t, r in scan.rates(result, sweep).items()},
-               "recipe": asdict(embedder.recipe), "eval_source": originals or "hub",
-               "eval_ids_sha256": scan.ids_sha256(ids)}  # fmt: skip
-    with atomic_path(out / f"{benchmark}.matches.parquet") as tmp:
+               "recipe": asdict(embedder.recipe), "eval_source": source.description,
+               "eval_ids_sha256": scan.ids_sha256(ids), "mode": mode}  # fmt: skip
+    with atomic_path(out / f"{source.name}.matches.parquet") as tmp:
         datasets.Dataset.from_list(rows).to_parquet(str(tmp))
-    with atomic_path(out / f"{benchmark}.summary.json") as tmp:
+    with atomic_path(out / f"{source.name}.summary.json") as tmp:
         tmp.write_text(json.dumps(summary, indent=2) + "\n")
     return summary

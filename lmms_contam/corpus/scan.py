@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from lmms_contam.atomic import atomic_path
+from lmms_contam.corpus.runners import LocalRunner, RayRunner
 
 DEFAULT_K = 10
 DEFAULT_CHUNK = 65_536
@@ -57,23 +59,28 @@ def scan_matrix(eval_vectors: np.ndarray, corpus: np.ndarray, offset: int, k: in
     """Top-k of eval_vectors (n, d) against corpus rows (m, d), whose global ids start at `offset`."""
     if eval_vectors.ndim != 2 or corpus.ndim != 2 or eval_vectors.shape[1] != corpus.shape[1]:
         raise ValueError(f"dimension mismatch: eval {eval_vectors.shape}, corpus {corpus.shape}")
+    import torch  # its top-k is ~20x numpy's argpartition on these shapes, which would dominate the scan
+
     queries = np.ascontiguousarray(eval_vectors, dtype=np.float32)
     best = TopK.empty(len(queries), k)
     for start in range(0, len(corpus), chunk):
         block = np.asarray(corpus[start : start + chunk], dtype=np.float32)
-        if not np.isfinite(block).all():
-            bad = start + int(np.argwhere(~np.isfinite(block).all(axis=1))[0, 0])
+        row_sums = block.sum(axis=1)  # one pass: NaN or inf anywhere in a row makes its sum non-finite
+        if not np.isfinite(row_sums).all():
+            bad = start + int(np.argmax(~np.isfinite(row_sums)))
             raise ValueError(f"corpus row {offset + bad} holds NaN or infinite values")
         sims = queries @ block.T
         take = min(k, sims.shape[1])
-        part = np.argpartition(-sims, take - 1, axis=1)[:, :take]
-        top_sims = np.take_along_axis(sims, part, axis=1).astype(np.float32)
-        top_ids = (part + offset + start).astype(np.int64)
+        values, positions = torch.topk(torch.from_numpy(sims), take, dim=1)
+        top_sims, top_ids = values.numpy(), positions.numpy().astype(np.int64) + offset + start
         if take < k:
             pad = TopK.empty(len(queries), k - take)
             top_sims, top_ids = np.concatenate([top_sims, pad.sims], 1), np.concatenate([top_ids, pad.ids], 1)
-        found = TopK(top_sims, top_ids, (sims > count_above).sum(axis=1).astype(np.int64))
-        best = merge(best, found)
+        # Only rows whose best match clears the threshold can count any: usually a handful.
+        above = np.zeros(len(queries), dtype=np.int64)
+        hot = np.flatnonzero(top_sims[:, 0] > count_above)
+        above[hot] = (sims[hot] > count_above).sum(axis=1)
+        best = merge(best, TopK(top_sims, top_ids, above))
     return best
 
 
@@ -87,16 +94,30 @@ def load(path: Path) -> TopK:
         return TopK(data["sims"], data["ids"], data["above"])
 
 
+def _scan_shard(eval_vectors: np.ndarray, job: tuple[str, int, int, int, float]) -> TopK:
+    """One shard's top-k; a module-level function so Ray workers can import it."""
+    path, offset, k, chunk, count_above = job
+    corpus = np.load(path, mmap_mode="r", allow_pickle=False)
+    return scan_matrix(eval_vectors, corpus, offset, k, chunk, count_above)
+
+
 def scan_shards(eval_vectors: np.ndarray, shards: Iterable[tuple[str, Path, int]], work: Path,
-                k: int = DEFAULT_K, chunk: int = DEFAULT_CHUNK, count_above: float = 0.9) -> TopK:  # fmt: skip
-    """Scan (name, .npy path, global offset) shards in-process, reusing saved shard results."""
+                k: int = DEFAULT_K, chunk: int = DEFAULT_CHUNK, count_above: float = 0.9,
+                runner: LocalRunner | RayRunner | None = None) -> TopK:  # fmt: skip
+    """Scan (name, .npy path, global offset) shards on `runner` (default in-process), then merge.
+
+    Each shard's result is saved as it arrives; saved shards are not scanned again.
+    """
+    shards = list(shards)
+    done = {name: work / f"{name}.k{k}.above{count_above}.topk.npz" for name, _, _ in shards}
+    todo = [(name, path, offset) for name, path, offset in shards if not done[name].exists()]
+    jobs = [(str(path), offset, k, chunk, count_above) for _, path, offset in todo]
+    results = (runner or LocalRunner()).imap(_scan_shard, np.ascontiguousarray(eval_vectors, np.float32), jobs)
+    for index, result in tqdm(results, total=len(jobs), desc="scanning shards", unit="shard", disable=len(jobs) < 2):
+        save(result, done[todo[index][0]])
     total = TopK.empty(len(eval_vectors), k)
-    for name, path, offset in shards:
-        done = work / f"{name}.k{k}.above{count_above}.topk.npz"
-        if not done.exists():
-            corpus = np.load(path, mmap_mode="r", allow_pickle=False)
-            save(scan_matrix(eval_vectors, corpus, offset, k, chunk, count_above), done)
-        total = merge(total, load(done))
+    for name, _, _ in shards:
+        total = merge(total, load(done[name]))
     return total
 
 

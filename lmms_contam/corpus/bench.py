@@ -1,0 +1,204 @@
+"""`lmms-contam bench-scan`: the scan's speed and memory as ratios to baselines measured in the same run.
+
+These machines are noisy, so every figure is a ratio to something timed here on the same data:
+  - scan throughput / the bare matrix products of the same shapes (target >= 0.7);
+  - scan throughput / faiss IndexFlatIP searching the same vectors (target >= 1.0);
+  - embedding pipeline (decode + resize + forward) / the model's forward on pre-decoded tensors (>= 0.9);
+  - embed once + scan / the seed's per-pair recipe (embed both images of every pair), timed on a few
+    pairs and extrapolated (>= 1000);
+  - peak memory scanning a corpus 4x larger from memory-mapped shards / the smaller one (flat: ~1).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from lmms_contam.corpus import scan
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str
+    ours: float
+    baseline: float
+    unit: str
+    target: float  # minimum of ours / baseline (for memory: maximum)
+    higher_is_better: bool = True
+
+    @property
+    def ratio(self) -> float:
+        return self.ours / self.baseline
+
+    @property
+    def meets_target(self) -> bool:
+        return self.ratio >= self.target if self.higher_is_better else self.ratio <= self.target
+
+
+def _unit_vectors(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
+    rows = rng.standard_normal((n, dim), dtype=np.float32)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def write_shards(folder: Path, n: int, dim: int, shards: int, seed: int) -> list[tuple[str, Path, int]]:
+    """`n` random unit vectors in float16 .npy shards, written a shard at a time."""
+    rng, listed, offset = np.random.default_rng(seed), [], 0
+    folder.mkdir(parents=True, exist_ok=True)
+    for number, rows in enumerate(np.array_split(np.arange(n), shards)):
+        path = folder / f"img_emb_{number}.npy"
+        np.save(path, _unit_vectors(rng, len(rows), dim).astype(np.float16))
+        listed.append((path.stem, path, offset))
+        offset += len(rows)
+    return listed
+
+
+def _timed(function) -> float:
+    start = time.perf_counter()
+    function()
+    return time.perf_counter() - start
+
+
+def scan_figures(n_eval: int, n_corpus: int, dim: int, shards: int, k: int, work: Path) -> tuple[list[Figure], float]:
+    """Scan vs bare GEMM vs faiss on the same vectors; also returns the scan's seconds."""
+    try:
+        import faiss
+    except ImportError as exc:
+        raise ValueError("the faiss baseline needs faiss-cpu: pip install 'lmms-contam[scale]'") from exc
+
+    listed = write_shards(work / "corpus", n_corpus, dim, shards, seed=1)
+    queries = _unit_vectors(np.random.default_rng(2), n_eval, dim)
+    scan_seconds = _timed(lambda: scan.scan_shards(queries, listed, work / "scan", k=k))
+    corpus = np.concatenate([np.load(path).astype(np.float32) for _, path, _ in listed])  # untimed for baselines
+    blocks = [corpus[i : i + scan.DEFAULT_CHUNK] for i in range(0, n_corpus, scan.DEFAULT_CHUNK)]
+    gemm_seconds = _timed(lambda: [queries @ block.T for block in blocks])
+    index = faiss.IndexFlatIP(dim)
+    index.add(corpus)
+    faiss_seconds = _timed(lambda: index.search(queries, k))
+    rate = n_corpus / scan_seconds
+    return [
+        Figure("scan vs matrix products alone", rate, n_corpus / gemm_seconds, "corpus vectors/s", 0.7),
+        Figure("scan vs faiss IndexFlatIP", rate, n_corpus / faiss_seconds, "corpus vectors/s", 1.0),
+    ], scan_seconds
+
+
+def _photos(n: int) -> list[bytes]:
+    """JPEG bytes of real photos (skimage ships them), cycled and resized to vary."""
+    try:
+        import skimage.data
+    except ImportError as exc:
+        raise ValueError("the embedding figures use scikit-image's photos: pip install scikit-image") from exc
+    from PIL import Image
+
+    names = ("astronaut", "chelsea", "coffee", "rocket", "horse", "camera", "coins", "page")
+    photos = []
+    for i in range(n):
+        image = Image.fromarray(np.asarray(getattr(skimage.data, names[i % len(names)])())).convert("RGB")
+        image = image.resize((256 + 16 * (i % 8), 256 + 8 * (i % 5)))
+        buffer = io.BytesIO()
+        image.save(buffer, format="JPEG", quality=90)
+        photos.append(buffer.getvalue())
+    return photos
+
+
+def embedding_figures(embedder, n_images: int, n_eval: int, n_corpus: int, scan_seconds: float,
+                      work: Path) -> list[Figure]:  # fmt: skip
+    """Pipeline vs forward on pre-decoded tensors; embed-once + scan vs the per-pair recipe."""
+    import torch
+    from PIL import Image
+
+    from lmms_contam.corpus.ingest import embed_corpus
+
+    folder = work / "images"
+    folder.mkdir(parents=True, exist_ok=True)
+    photos = _photos(n_images)
+    for i, data in enumerate(photos):
+        (folder / f"{i:05d}.jpg").write_bytes(data)
+    pipeline_seconds = _timed(lambda: embed_corpus(folder, work / "embedded", embedder, shard_size=n_images))
+    tensors = torch.stack([embedder.preprocess(Image.open(io.BytesIO(d)).convert("RGB")) for d in photos])
+
+    def forward() -> None:
+        with torch.no_grad():
+            for start in range(0, n_images, embedder.batch_size):
+                embedder.features(tensors[start : start + embedder.batch_size].to(embedder.device))
+
+    forward_seconds = _timed(forward)
+    pairs = min(8, n_images // 2)
+    images = [Image.open(io.BytesIO(d)).convert("RGB") for d in photos[: 2 * pairs]]
+
+    def per_pair() -> None:  # the seed's recipe: embed both images of a pair, then one cosine
+        for i in range(pairs):
+            a, b = embedder.embed(images[2 * i : 2 * i + 2])
+            float(a.astype(np.float32) @ b.astype(np.float32))
+
+    pair_seconds = _timed(per_pair) / pairs
+    ours = (n_eval + n_corpus) * pipeline_seconds / n_images + scan_seconds
+    return [
+        Figure("embedding pipeline vs forward alone", n_images / pipeline_seconds, n_images / forward_seconds,
+               "images/s", 0.9),
+        Figure(f"embed once + scan vs per-pair recipe ({n_eval} x {n_corpus} pairs, extrapolated)",
+               1 / ours, 1 / (pair_seconds * n_eval * n_corpus), "jobs/s", 1000.0),
+    ]  # fmt: skip
+
+
+def peak_memory_kib(n_eval: int, corpus: Path, dim: int, k: int) -> int:
+    """Peak RSS of a fresh process scanning the shards in `corpus` (KiB, as getrusage reports it)."""
+    code = (
+        "import json, resource, sys\nimport numpy as np\nfrom pathlib import Path\n"
+        "from lmms_contam.corpus import scan\n"
+        "n_eval, folder, dim, k = int(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])\n"
+        "listed, offset = [], 0\n"
+        "for path in sorted(folder.glob('img_emb_*.npy'), key=lambda p: int(p.stem.split('_')[-1])):\n"
+        "    rows = len(np.load(path, mmap_mode='r'))\n"
+        "    listed.append((path.stem, path, offset))\n"
+        "    offset += rows\n"
+        "queries = np.random.default_rng(2).standard_normal((n_eval, dim)).astype(np.float32)\n"
+        "scan.scan_shards(queries, listed, folder / 'work', k=k)\n"
+        "print(json.dumps(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(n_eval), str(corpus), str(dim), str(k)],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    return int(done.stdout.strip().splitlines()[-1])
+
+
+def memory_figure(n_eval: int, n_corpus: int, dim: int, k: int, work: Path) -> Figure:
+    """Same shard size both times (4 shards, then 16): what grows is only the number of shards."""
+    write_shards(work / "mem1", n_corpus, dim, 4, seed=3)
+    write_shards(work / "mem4", 4 * n_corpus, dim, 16, seed=4)
+    before = peak_memory_kib(n_eval, work / "mem1", dim, k)
+    after = peak_memory_kib(n_eval, work / "mem4", dim, k)
+    return Figure("peak memory, 4x corpus vs 1x (memory-mapped shards)", after / 1024, before / 1024, "MiB", 1.15,
+                  higher_is_better=False)  # fmt: skip
+
+
+def run(n_eval: int, n_corpus: int, dim: int, shards: int, k: int, n_images: int, embedder) -> list[Figure]:
+    with tempfile.TemporaryDirectory(prefix="lmms-contam-bench-") as folder:
+        work = Path(folder)
+        figures, scan_seconds = scan_figures(n_eval, n_corpus, dim, shards, k, work)
+        figures += embedding_figures(embedder, n_images, n_eval, n_corpus, scan_seconds, work)
+        figures.append(memory_figure(n_eval, n_corpus, dim, k, work))
+    return figures
+
+
+def table(figures: list[Figure]) -> str:
+    lines = [f"{'measure':<72} {'ours':>12} {'baseline':>12} {'ratio':>10}  target   unit"]
+    for f in figures:
+        sign = ">=" if f.higher_is_better else "<="
+        verdict = "met" if f.meets_target else "NOT met"
+        lines.append(f"{f.name:<72} {f.ours:>12.4g} {f.baseline:>12.4g} {f.ratio:>10.3g}  {sign} {f.target:g} "
+                     f"({verdict})  {f.unit}")  # fmt: skip
+    return "\n".join(lines)
+
+
+def as_json(figures: list[Figure], settings: dict) -> str:
+    return json.dumps({"settings": settings, "peak_rss_kib_of_this_process": resource.getrusage(
+        resource.RUSAGE_SELF).ru_maxrss, "figures": [{**f.__dict__, "ratio": f.ratio, "meets_target": f.meets_target}
+                                                     for f in figures]}, indent=2)  # fmt: skip

@@ -1,0 +1,89 @@
+"""DataComp's precomputed features (`<shard>.npz` with b32_img / l14_img arrays beside `<shard>.parquet`
+with uid, url and text) into the clip-retrieval layout the scan memory-maps.
+
+`.npz` files are zip archives: they cannot be memory-mapped, and every scan would decompress them
+again. A one-time import, one shard at a time and resumable, keeps every later scan, index and Ray
+run on the one layout. DataComp ships no recipe, so the user names one (see sources.py).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from tqdm.auto import tqdm
+
+from lmms_contam.atomic import atomic_path
+from lmms_contam.corpus.embed import Recipe
+
+UNIT_TOLERANCE = 1e-2  # cosines need unit vectors; DataComp's are normalised
+
+
+def _features(path: Path, key: str) -> np.ndarray:
+    with np.load(path, allow_pickle=False) as archive:
+        if key not in archive.files:
+            raise ValueError(f"{path}: no array {key!r} (arrays: {', '.join(archive.files)})")
+        vectors = np.asarray(archive[key], dtype=np.float32)
+    if vectors.ndim != 2:
+        raise ValueError(f"{path}: {key} has shape {vectors.shape}, expected (rows, dim)")
+    bad = ~np.isfinite(vectors).all(axis=1)
+    if bad.any():
+        raise ValueError(f"{path}: {key} row {int(np.argmax(bad))} holds NaN or infinite values")
+    norms = np.linalg.norm(vectors, axis=1)
+    if len(norms) and np.abs(norms - 1).max() > UNIT_TOLERANCE:
+        row = int(np.argmax(np.abs(norms - 1)))
+        raise ValueError(f"{path}: {key} row {row} has norm {norms[row]:.4f}; the scan compares unit vectors")
+    return vectors
+
+
+def _metadata(path: Path, rows: int) -> pa.Table:
+    metadata = path.with_suffix(".parquet")
+    if not metadata.is_file():
+        return pa.table({"caption": [""] * rows, "url": [""] * rows, "uid": [""] * rows, "source": [path.name] * rows})
+    table = pq.read_table(metadata)
+    if table.num_rows != rows:
+        raise ValueError(f"{metadata}: {table.num_rows} rows for {rows} vectors in {path.name}")
+    return pa.table({"caption": _strings(table, "text"), "url": _strings(table, "url"), "uid": _strings(table, "uid"),
+                     "source": [path.name] * rows})  # fmt: skip
+
+
+def _strings(table: pa.Table, name: str) -> list[str]:
+    if name not in table.column_names:
+        return [""] * table.num_rows
+    return [str(value or "") for value in table.column(name).to_pylist()]
+
+
+def import_datacomp(source: str | Path, out: str | Path, recipe_path: str | Path, key: str = "l14_img") -> dict:
+    """Every `<shard>.npz` under `source`, in name order, as img_emb_N.npy + metadata_N.parquet in `out`."""
+    source, out = Path(source), Path(out)
+    shards = sorted(source.rglob("*.npz"))
+    if not shards:
+        raise ValueError(f"{source}: no .npz files")
+    recipe = Recipe(**json.loads(Path(recipe_path).read_text()))
+    existing = out / "recipe.json"
+    if existing.exists() and Recipe(**json.loads(existing.read_text())) != recipe:
+        raise ValueError(f"{out}: holds vectors of another recipe")
+    with atomic_path(existing) as tmp:
+        tmp.write_text(json.dumps(asdict(recipe), indent=2))
+    counts, dim = {"shards": 0, "shards_reused": 0, "rows": 0}, None
+    for number, path in enumerate(tqdm(shards, desc=f"importing {source}", unit="shard")):
+        target = out / "img_emb" / f"img_emb_{number}.npy"
+        counts["shards"] += 1
+        reused = target.exists()
+        vectors = np.load(target, mmap_mode="r", allow_pickle=False) if reused else _features(path, key)
+        if dim is not None and vectors.shape[1] != dim:
+            raise ValueError(f"{path}: {key} has dimension {vectors.shape[1]}, earlier shards {dim}")
+        dim = vectors.shape[1]
+        counts["rows"] += len(vectors)
+        if reused:
+            counts["shards_reused"] += 1
+            continue
+        with atomic_path(out / "metadata" / f"metadata_{number}.parquet") as tmp:
+            pq.write_table(_metadata(path, len(vectors)), tmp)
+        with atomic_path(target) as tmp, open(tmp, "wb") as handle:
+            np.save(handle, vectors.astype(recipe.dtype), allow_pickle=False)
+    return {"source": str(source), "out": str(out), "key": key, **counts}

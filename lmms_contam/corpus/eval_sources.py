@@ -1,0 +1,126 @@
+"""What a scan measures: a benchmark (through the same loaders as the tasks), an image folder, or any
+dataset with an image column. Each gives (id, image) pairs in a fixed order and a description of itself
+that the scan's summary records (and its cache is keyed on).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import datasets
+from PIL import Image
+
+from lmms_contam.benchmarks import loaders
+from lmms_contam.corpus.embed import decode
+from lmms_contam.corpus.ingest import IMAGE_SUFFIXES
+from lmms_contam.items import Item
+
+
+@dataclass(frozen=True)
+class BenchmarkSource:
+    benchmark: str
+    originals: str | None = None  # a local copy; None: lmms-eval's hub id
+
+    @property
+    def name(self) -> str:
+        return self.benchmark
+
+    @property
+    def description(self) -> str:
+        return self.originals or "hub"
+
+    def count(self) -> int:
+        return len(loaders.load_rows(self.benchmark, self.originals))
+
+    def images(self) -> Iterator[tuple[str, Image.Image]]:
+        for item in loaders.items(self.benchmark, loaders.load_rows(self.benchmark, self.originals)):
+            if isinstance(item, Item):
+                yield item.original_id, item.image
+
+
+@dataclass(frozen=True)
+class FolderSource:
+    """Every image under a folder, its id the path relative to the folder; an unreadable file is an error."""
+
+    folder: str
+    label: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.label or Path(self.folder).name
+
+    @property
+    def description(self) -> str:
+        return f"folder {Path(self.folder).resolve()}"
+
+    def _paths(self) -> list[Path]:
+        root = Path(self.folder)
+        if not root.is_dir():
+            raise ValueError(f"{root}: not a folder")
+        return sorted(p for p in root.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
+
+    def count(self) -> int:
+        return len(self._paths())
+
+    def images(self) -> Iterator[tuple[str, Image.Image]]:
+        paths = self._paths()
+        if not paths:
+            raise ValueError(f"{self.folder}: no images ({', '.join(IMAGE_SUFFIXES)})")
+        for path in paths:
+            yield path.relative_to(self.folder).as_posix(), decode(path.read_bytes(), str(path))
+
+
+@dataclass(frozen=True)
+class DatasetSource:
+    """A hub dataset id, a parquet file/folder or a save_to_disk folder, with an image column."""
+
+    dataset: str
+    split: str = "test"
+    image_column: str = "image"
+    id_column: str | None = None  # None: the row number
+    label: str | None = None
+
+    @property
+    def name(self) -> str:
+        if self.label:
+            return self.label
+        path = Path(self.dataset)
+        return path.stem if path.exists() else self.dataset.rstrip("/").replace("/", "__")
+
+    @property
+    def description(self) -> str:
+        return f"dataset {self.dataset} split {self.split} column {self.image_column}"
+
+    def _rows(self) -> datasets.Dataset:
+        path = Path(self.dataset)
+        if path.is_dir() and ((path / "state.json").exists() or (path / "dataset_dict.json").exists()):
+            loaded = datasets.load_from_disk(str(path))
+            rows = loaded[self.split] if isinstance(loaded, datasets.DatasetDict) else loaded
+        elif path.exists():
+            files = sorted(str(p) for p in path.rglob("*.parquet")) if path.is_dir() else [str(path)]
+            rows = datasets.load_dataset("parquet", data_files={self.split: files}, split=self.split)
+        else:
+            rows = datasets.load_dataset(self.dataset, split=self.split)
+        for column in (self.image_column, self.id_column):
+            if column is not None and column not in rows.column_names:
+                raise ValueError(f"{self.dataset}: no column {column!r} (columns: {', '.join(rows.column_names)})")
+        return rows
+
+    def count(self) -> int:
+        return len(self._rows())
+
+    def images(self) -> Iterator[tuple[str, Image.Image]]:
+        rows = self._rows()
+        ids = [str(v) for v in rows[self.id_column]] if self.id_column else [str(i) for i in range(len(rows))]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"{self.dataset}: column {self.id_column!r} repeats ids")
+        for number, (row_id, row) in enumerate(zip(ids, rows.select_columns([self.image_column]), strict=True)):
+            image = row[self.image_column]
+            if not isinstance(image, Image.Image):
+                raise ValueError(f"{self.dataset}: row {number}: column {self.image_column!r} is not an image")
+            yield row_id, image
+
+
+EvalSource = BenchmarkSource | FolderSource | DatasetSource

@@ -1,0 +1,49 @@
+"""Where the per-shard work runs: in this process (the default) or as tasks on a Ray cluster.
+
+Both run the same function on the same jobs and hand results back to the caller as they finish;
+the caller saves each one, so a rerun after a crash skips what is done, whichever runner ran it.
+On a multi-node cluster the shard files must be readable at the same paths on every node (shared
+storage), and lmms-contam installed in the workers' environment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+
+class LocalRunner:
+    name = "in-process"
+
+    def imap(self, function: Callable[[Any, Any], Any], shared: Any, jobs: list) -> Iterator[tuple[int, Any]]:
+        """(job index, function(shared, job)) for each job."""
+        for index, job in enumerate(jobs):
+            yield index, function(shared, job)
+
+
+class RayRunner:
+    """Jobs as Ray tasks; `shared` (the eval matrix) goes into the object store once, not once per task."""
+
+    def __init__(self, address: str | None = None, num_cpus: int | None = None) -> None:
+        import ray
+
+        if not ray.is_initialized():
+            # None: Ray's own rule ($RAY_ADDRESS, else a running local cluster, else start one).
+            ray.init(address=address, num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+        self.ray = ray
+        self.name = f"Ray ({address or 'auto'})"
+
+    def imap(self, function: Callable[[Any, Any], Any], shared: Any, jobs: list) -> Iterator[tuple[int, Any]]:
+        remote = self.ray.remote(function)
+        shared_ref = self.ray.put(shared)
+        pending = {remote.remote(shared_ref, job): index for index, job in enumerate(jobs)}
+        while pending:
+            (ready,), _ = self.ray.wait(list(pending), num_returns=1)
+            yield pending.pop(ready), self.ray.get(ready)
+
+
+def make_runner(ray_address: str | None) -> LocalRunner | RayRunner:
+    """`--ray` absent: in-process; `--ray` alone ('auto'): Ray's default cluster; else that address."""
+    if ray_address is None:
+        return LocalRunner()
+    return RayRunner(None if ray_address == "auto" else ray_address)

@@ -1,0 +1,111 @@
+"""The scan on a real local Ray cluster: the same shards, the same code path, the same results."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+import ray
+from benchmark_copies import write_benchmark_copies, write_corpus_folder
+from test_ingest import corpus_files, write_folder
+
+from lmms_contam.corpus.embed import EfficientNetLite0Embedder
+from lmms_contam.corpus.ingest import embed_corpus
+from lmms_contam.corpus.ray_embed import RayDataEmbedding
+from lmms_contam.corpus.runners import LocalRunner, RayRunner
+from lmms_contam.corpus.scan import scan_shards
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    runner = RayRunner(num_cpus=2)
+    yield runner
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    """Ten float16 shards of random unit vectors, queries with planted near-copies in shards 2 and 7."""
+    folder = tmp_path_factory.mktemp("shards")
+    rng = np.random.default_rng(1)
+    corpus = rng.normal(size=(20_000, 128)).astype(np.float32)
+    corpus /= np.linalg.norm(corpus, axis=1, keepdims=True)
+    queries = rng.normal(size=(64, 128)).astype(np.float32)
+    queries[:2] = corpus[[4_321, 15_000]] + rng.normal(scale=0.03, size=(2, 128))
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    listed, offset = [], 0
+    for number, rows in enumerate(np.array_split(corpus, 10)):
+        path = folder / f"img_emb_{number}.npy"
+        np.save(path, rows.astype(np.float16))
+        listed.append((f"img_emb_{number}", path, offset))
+        offset += len(rows)
+    return queries, listed, folder
+
+
+def test_ray_tasks_give_the_in_process_results(cluster, shards, tmp_path):
+    queries, listed, _ = shards
+    local = scan_shards(queries, listed, tmp_path / "local", k=10, chunk=700, runner=LocalRunner())
+    on_ray = scan_shards(queries, listed, tmp_path / "ray", k=10, chunk=700, runner=cluster)
+    assert (on_ray.ids == local.ids).all() and (on_ray.above == local.above).all()
+    np.testing.assert_allclose(on_ray.sims, local.sims, atol=1e-5)
+    assert list(on_ray.ids[:2, 0]) == [4_321, 15_000]
+    # The driver saved every shard's result; a rerun reads them and schedules no task.
+    assert len(list((tmp_path / "ray").glob("*.topk.npz"))) == 10
+    again = scan_shards(queries, listed, tmp_path / "ray", k=10, runner=cluster)
+    assert (again.ids == on_ray.ids).all()
+
+
+def test_a_bad_shard_fails_the_ray_scan_with_its_row(cluster, shards, tmp_path):
+    queries, listed, folder = shards
+    broken = np.load(listed[3][1]).astype(np.float32)
+    broken[5, 0] = np.nan
+    np.save(folder / "broken.npy", broken)
+    with pytest.raises(ValueError, match=rf"corpus row {listed[3][2] + 5} holds NaN"):
+        scan_shards(queries, [*listed[:3], ("broken", folder / "broken.npy", listed[3][2])], tmp_path, runner=cluster)
+
+
+def test_scan_command_with_ray_writes_what_the_in_process_scan_writes(tmp_path):
+    copies = write_benchmark_copies(tmp_path)
+    embed_corpus(write_corpus_folder(tmp_path / "images"), tmp_path / "corpus", EfficientNetLite0Embedder(),
+                 shard_size=3)  # fmt: skip
+    outputs = {}
+    for name, extra in (("local", []), ("ray", ["--ray"])):
+        command = [sys.executable, "-m", "lmms_contam.cli", "scan", "--eval", "mmstar", "--corpus",
+                   str(tmp_path / "corpus"), "--out", str(tmp_path / name), "--embedder", "efficientnet-lite0",
+                   "--originals", str(copies["mmstar"]), *extra]  # fmt: skip
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        outputs[name] = pd.read_parquet(tmp_path / name / "mmstar.matches.parquet")
+    summary = json.loads((tmp_path / "ray" / "mmstar.summary.json").read_text())
+    assert summary["mode"]["runner"].startswith("Ray") and summary["image_only_rate"] == 0.5
+    local, on_ray = outputs["local"], outputs["ray"]
+    assert local["original_id"].tolist() == on_ray["original_id"].tolist()
+    assert local["top_ids"].map(list).tolist() == on_ray["top_ids"].map(list).tolist()
+    np.testing.assert_allclose(np.stack(on_ray["top_similarities"]), np.stack(local["top_similarities"]), atol=1e-5)
+    assert local["top_captions"].map(list).tolist() == on_ray["top_captions"].map(list).tolist()
+
+
+def test_ray_data_embedding_writes_the_in_process_corpus(cluster, tmp_path):
+    source = write_folder(tmp_path / "images", corpus_files())
+    embedder = EfficientNetLite0Embedder()
+    local = embed_corpus(source, tmp_path / "local", embedder, shard_size=5)
+    engine = RayDataEmbedding("efficientnet-lite0", actors=1, batch_size=4)
+    on_ray = embed_corpus(source, tmp_path / "ray", embedder, shard_size=5, engine=engine)
+    assert {k: on_ray[k] for k in ("shards", "embedded", "skipped")} == {
+        k: local[k] for k in ("shards", "embedded", "skipped")
+    }
+    assert on_ray["skipped"] == 2  # the truncated and the zero-byte file
+    for number in range(local["shards"]):
+        for part in (f"img_emb/img_emb_{number}.npy",):
+            if (tmp_path / "local" / part).exists():
+                np.testing.assert_allclose(np.load(tmp_path / "ray" / part), np.load(tmp_path / "local" / part),
+                                           atol=1e-5)  # fmt: skip
+        metadata = f"metadata/metadata_{number}.parquet"
+        if (tmp_path / "local" / metadata).exists():
+            assert pd.read_parquet(tmp_path / "ray" / metadata).equals(pd.read_parquet(tmp_path / "local" / metadata))
+        skipped = f"skipped/skipped_{number}.jsonl"
+        assert (tmp_path / "ray" / skipped).read_text() == (tmp_path / "local" / skipped).read_text()
