@@ -159,7 +159,8 @@ def _scan(args: argparse.Namespace) -> int:
             index = IndexSettings(args.index or None, args.candidates, args.nprobe)
         for source in sources:
             summary = scan_source(source, args.corpus, args.out, embedder, k=args.k, threshold=args.threshold,
-                                  runner=runner, index=index)  # fmt: skip
+                                  runner=runner, index=index, precision=args.precision,
+                                  scan_device=args.scan_device)  # fmt: skip
             print(f"{source.name}: image-only contamination rate {summary['image_only_rate']:.3f} "
                   f"(similarity > {summary['threshold']}, {summary['images']} images, "
                   f"{summary['corpus_rows']} corpus rows)")  # fmt: skip
@@ -468,6 +469,11 @@ def build_parser() -> argparse.ArgumentParser:
     scan.add_argument("--candidates", type=_at_least(1), default=100,
                       help="rows the index proposes per eval image (default 100)")  # fmt: skip
     scan.add_argument("--nprobe", type=_at_least(1), default=32, help="IVF lists searched (default 32)")
+    scan.add_argument("--precision", choices=["float32", "float16", "bfloat16"], default="float32",
+                      help="precision of the scan's matrix products (default float32); float16/bfloat16 are a "
+                      "GPU's fast path, and every entry that could enter the top-k or cross the threshold is "
+                      "re-checked in float32, so the results stay exact")  # fmt: skip
+    scan.add_argument("--scan-device", default="cpu", help="torch device for reduced-precision products (e.g. cuda)")
     scan.set_defaults(run=_scan)
 
     index = commands.add_parser(

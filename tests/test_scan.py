@@ -104,3 +104,26 @@ def test_clip_retrieval_layout_with_recipe_and_captions(vectors, tmp_path):
     assert [m["caption"] for m in matches] == ["caption 10", "caption 999", "caption 2500", "caption 4000",
                                                "caption 4999"]  # fmt: skip
     assert matches[0]["url"] == "http://img/10.jpg"
+
+
+@pytest.mark.parametrize("precision", ["float16", "bfloat16"])
+def test_reduced_precision_with_the_exact_recheck_gives_the_exact_result(vectors, precision):
+    queries, corpus = vectors
+    # Hard cases for a reduced product: many near-copies of one row straddling the threshold, exact duplicates.
+    rng = np.random.default_rng(5)
+    crowd = unit(corpus[10] + rng.normal(scale=0.012, size=(300, 64)))
+    hard = np.concatenate([corpus, crowd, corpus[[999, 999, 2500]]]).astype(np.float32)
+    threshold = float(np.median(crowd @ queries[0]))  # half the crowd above it, densely packed around it
+    exact = scan_matrix(queries, hard, offset=0, k=10, chunk=1000, count_above=threshold)
+    reduced = scan_matrix(queries, hard, offset=0, k=10, chunk=1000, count_above=threshold, precision=precision)
+    assert 0 < exact.above[0] < 300, "the crowd must straddle the threshold for this test to mean anything"
+    assert (reduced.ids == exact.ids).all() and (reduced.above == exact.above).all()
+    np.testing.assert_allclose(reduced.sims, exact.sims, atol=1e-6)
+    # Without the re-check, reduced precision alone misorders this crowd.
+    import torch
+
+    raw = (torch.from_numpy(queries[:1]).to(getattr(torch, precision)) @ torch.from_numpy(hard).to(
+        getattr(torch, precision)).T).float().numpy()[0]  # fmt: skip
+    assert not np.array_equal(np.argsort(-raw, kind="stable")[:10], exact.ids[0])
+    with pytest.raises(ValueError, match="precision must be one of"):
+        scan_matrix(queries, hard, offset=0, precision="int8")

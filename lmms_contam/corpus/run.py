@@ -70,10 +70,12 @@ def eval_embeddings(source: EvalSource, embedder, work: Path) -> tuple[np.ndarra
 
 def scan_source(source: EvalSource, corpus: str | Path, out: str | Path, embedder, k: int = scan.DEFAULT_K,
                 threshold: float | None = None, runner: LocalRunner | RayRunner | None = None,
-                index: IndexSettings | None = None) -> dict:  # fmt: skip
+                index: IndexSettings | None = None, precision: str = "float32",
+                scan_device: str = "cpu") -> dict:  # fmt: skip
     """`threshold` None: the embedder's standard one (0.9 for CLIP, the offline embedder's own); `runner`
     None: in-process (a RayRunner scans the shards as Ray tasks); `index`: search a faiss index of the
-    corpus instead of the exact scan, re-scoring its candidates exactly."""
+    corpus instead of the exact scan, re-scoring its candidates exactly; `precision` float16/bfloat16: the
+    products in that precision on `scan_device`, re-checked in float32 where it could matter."""
     runner = runner or LocalRunner()
     out = Path(out)
     threshold = standard_threshold(embedder.recipe.family) if threshold is None else threshold
@@ -84,8 +86,9 @@ def scan_source(source: EvalSource, corpus: str | Path, out: str | Path, embedde
     vectors, ids = eval_embeddings(source, embedder, work)
     if index is None:
         result = scan.scan_shards(vectors, [(s.name, s.vectors, s.offset) for s in shards], work, k=k,
-                                  count_above=threshold, runner=runner)  # fmt: skip
-        mode = {"kind": "exact streaming scan", "runner": runner.name}
+                                  count_above=threshold, runner=runner, precision=precision,
+                                  device=scan_device)  # fmt: skip
+        mode = {"kind": "exact streaming scan", "runner": runner.name, "precision": precision}
     else:
         result, mode = search_index(vectors, corpus, k, threshold, index)
     evidence = lookup(shards, result.ids)

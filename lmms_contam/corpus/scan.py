@@ -54,33 +54,91 @@ def merge(a: TopK, b: TopK) -> TopK:
     return TopK(np.take_along_axis(sims, order, axis=1), np.take_along_axis(ids, order, axis=1), a.above + b.above)
 
 
-def scan_matrix(eval_vectors: np.ndarray, corpus: np.ndarray, offset: int, k: int = DEFAULT_K,
-                chunk: int = DEFAULT_CHUNK, count_above: float = 0.9) -> TopK:  # fmt: skip
-    """Top-k of eval_vectors (n, d) against corpus rows (m, d), whose global ids start at `offset`."""
-    if eval_vectors.ndim != 2 or corpus.ndim != 2 or eval_vectors.shape[1] != corpus.shape[1]:
-        raise ValueError(f"dimension mismatch: eval {eval_vectors.shape}, corpus {corpus.shape}")
+PRECISIONS = {"float32": None, "float16": 2.0**-11, "bfloat16": 2.0**-8}  # name -> unit roundoff
+
+
+def rounding_bound(precision: str, dim: int) -> float:
+    """Largest |reduced - exact| cosine of two unit vectors: both rounded (2u), fp32 accumulation (d * 2^-24),
+    doubled for safety."""
+    return 2 * (2 * PRECISIONS[precision] + dim * 2.0**-24)
+
+
+def _finite_block(corpus: np.ndarray, start: int, chunk: int, offset: int) -> np.ndarray:
+    block = np.asarray(corpus[start : start + chunk], dtype=np.float32)
+    row_sums = block.sum(axis=1)  # one pass: NaN or inf anywhere in a row makes its sum non-finite
+    if not np.isfinite(row_sums).all():
+        bad = start + int(np.argmax(~np.isfinite(row_sums)))
+        raise ValueError(f"corpus row {offset + bad} holds NaN or infinite values")
+    return block
+
+
+def _exact_chunk(queries: np.ndarray, block: np.ndarray, k: int, count_above: float) -> TopK:
+    """Top-k (block-local ids) of one chunk in float32."""
     import torch  # its top-k is ~20x numpy's argpartition on these shapes, which would dominate the scan
 
+    sims = queries @ block.T
+    values, positions = torch.topk(torch.from_numpy(sims), min(k, sims.shape[1]), dim=1)
+    above = np.zeros(len(queries), dtype=np.int64)
+    hot = np.flatnonzero(values[:, 0].numpy() > count_above)  # only these rows can count any match
+    above[hot] = (sims[hot] > count_above).sum(axis=1)
+    return TopK(values.numpy(), positions.numpy().astype(np.int64), above)
+
+
+def _reduced_chunk(queries: np.ndarray, reduced, block: np.ndarray, k: int, count_above: float, precision: str,
+                   device: str) -> TopK:  # fmt: skip
+    """Top-k of one chunk from a reduced-precision product, with every entry that could be in the exact
+    top-k or above the threshold re-checked in float32: the result is the exact one."""
+    import torch
+
+    eps = rounding_bound(precision, block.shape[1])
+    sims = (reduced @ torch.from_numpy(block).to(device, reduced.dtype).T).float()
+    kth = torch.topk(sims, min(k, sims.shape[1]), dim=1).values[:, -1:]
+    # An exact top-k entry reads at least (reduced k-th best - 2 eps); a match above t reads above t - eps.
+    rows, cols = torch.nonzero((sims >= kth - 2 * eps) | (sims > count_above - eps), as_tuple=True)
+    rows, cols = rows.cpu().numpy(), cols.cpu().numpy()
+    exact = np.einsum("ij,ij->i", queries[rows], block[cols])
+    order = np.lexsort((cols, -exact, rows))
+    rows, cols, exact = rows[order], cols[order], exact[order]
+    first = np.r_[0, np.flatnonzero(np.diff(rows)) + 1]
+    rank = np.arange(len(rows)) - np.repeat(first, np.diff(np.r_[first, len(rows)]))
+    keep = rank < k
+    result = TopK.empty(len(queries), k)
+    result.sims[rows[keep], rank[keep]] = exact[keep]
+    result.ids[rows[keep], rank[keep]] = cols[keep]
+    return TopK(result.sims, result.ids, np.bincount(rows, weights=exact > count_above,
+                                                     minlength=len(queries)).astype(np.int64))  # fmt: skip
+
+
+def scan_matrix(eval_vectors: np.ndarray, corpus: np.ndarray, offset: int, k: int = DEFAULT_K,
+                chunk: int = DEFAULT_CHUNK, count_above: float = 0.9, precision: str = "float32",
+                device: str = "cpu") -> TopK:  # fmt: skip
+    """Top-k of eval_vectors (n, d) against corpus rows (m, d), whose global ids start at `offset`.
+
+    `precision` float16/bfloat16 computes the product in that precision on `device` (a GPU's fast path)
+    and re-checks near the top-k boundary and the threshold in float32, so results stay exact.
+    """
+    if eval_vectors.ndim != 2 or corpus.ndim != 2 or eval_vectors.shape[1] != corpus.shape[1]:
+        raise ValueError(f"dimension mismatch: eval {eval_vectors.shape}, corpus {corpus.shape}")
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     queries = np.ascontiguousarray(eval_vectors, dtype=np.float32)
+    reduced = None
+    if precision != "float32":
+        import torch
+
+        reduced = torch.from_numpy(queries).to(device, getattr(torch, precision))
     best = TopK.empty(len(queries), k)
     for start in range(0, len(corpus), chunk):
-        block = np.asarray(corpus[start : start + chunk], dtype=np.float32)
-        row_sums = block.sum(axis=1)  # one pass: NaN or inf anywhere in a row makes its sum non-finite
-        if not np.isfinite(row_sums).all():
-            bad = start + int(np.argmax(~np.isfinite(row_sums)))
-            raise ValueError(f"corpus row {offset + bad} holds NaN or infinite values")
-        sims = queries @ block.T
-        take = min(k, sims.shape[1])
-        values, positions = torch.topk(torch.from_numpy(sims), take, dim=1)
-        top_sims, top_ids = values.numpy(), positions.numpy().astype(np.int64) + offset + start
-        if take < k:
-            pad = TopK.empty(len(queries), k - take)
-            top_sims, top_ids = np.concatenate([top_sims, pad.sims], 1), np.concatenate([top_ids, pad.ids], 1)
-        # Only rows whose best match clears the threshold can count any: usually a handful.
-        above = np.zeros(len(queries), dtype=np.int64)
-        hot = np.flatnonzero(top_sims[:, 0] > count_above)
-        above[hot] = (sims[hot] > count_above).sum(axis=1)
-        best = merge(best, TopK(top_sims, top_ids, above))
+        block = _finite_block(corpus, start, chunk, offset)
+        found = (_exact_chunk(queries, block, k, count_above) if reduced is None
+                 else _reduced_chunk(queries, reduced, block, k, count_above, precision, device))  # fmt: skip
+        ids = np.where(found.ids >= 0, found.ids + offset + start, -1)
+        if found.sims.shape[1] < k:
+            pad = TopK.empty(len(queries), k - found.sims.shape[1])
+            found = TopK(np.concatenate([found.sims, pad.sims], 1), np.concatenate([ids, pad.ids], 1), found.above)
+        else:
+            found = TopK(found.sims, ids, found.above)
+        best = merge(best, found)
     return best
 
 
@@ -94,16 +152,17 @@ def load(path: Path) -> TopK:
         return TopK(data["sims"], data["ids"], data["above"])
 
 
-def _scan_shard(eval_vectors: np.ndarray, job: tuple[str, int, int, int, float]) -> TopK:
+def _scan_shard(eval_vectors: np.ndarray, job: tuple[str, int, int, int, float, str, str]) -> TopK:
     """One shard's top-k; a module-level function so Ray workers can import it."""
-    path, offset, k, chunk, count_above = job
+    path, offset, k, chunk, count_above, precision, device = job
     corpus = np.load(path, mmap_mode="r", allow_pickle=False)
-    return scan_matrix(eval_vectors, corpus, offset, k, chunk, count_above)
+    return scan_matrix(eval_vectors, corpus, offset, k, chunk, count_above, precision, device)
 
 
 def scan_shards(eval_vectors: np.ndarray, shards: Iterable[tuple[str, Path, int]], work: Path,
                 k: int = DEFAULT_K, chunk: int = DEFAULT_CHUNK, count_above: float = 0.9,
-                runner: LocalRunner | RayRunner | None = None) -> TopK:  # fmt: skip
+                runner: LocalRunner | RayRunner | None = None, precision: str = "float32",
+                device: str = "cpu") -> TopK:  # fmt: skip
     """Scan (name, .npy path, global offset) shards on `runner` (default in-process), then merge.
 
     Each shard's result is saved as it arrives; saved shards are not scanned again.
@@ -111,7 +170,7 @@ def scan_shards(eval_vectors: np.ndarray, shards: Iterable[tuple[str, Path, int]
     shards = list(shards)
     done = {name: work / f"{name}.k{k}.above{count_above}.topk.npz" for name, _, _ in shards}
     todo = [(name, path, offset) for name, path, offset in shards if not done[name].exists()]
-    jobs = [(str(path), offset, k, chunk, count_above) for _, path, offset in todo]
+    jobs = [(str(path), offset, k, chunk, count_above, precision, device) for _, path, offset in todo]
     results = (runner or LocalRunner()).imap(_scan_shard, np.ascontiguousarray(eval_vectors, np.float32), jobs)
     for index, result in tqdm(results, total=len(jobs), desc="scanning shards", unit="shard", disable=len(jobs) < 2):
         save(result, done[todo[index][0]])
