@@ -186,10 +186,10 @@ def _bench_scan(args: argparse.Namespace) -> int:
     from lmms_contam.corpus import bench
     from lmms_contam.corpus.run import make_embedder
 
-    settings = {k: getattr(args, k) for k in ("eval", "corpus", "dim", "shards", "k", "images", "embedder")}
+    settings = {k: getattr(args, k) for k in ("eval", "corpus", "dim", "shards", "k", "images", "embedder", "dtype")}
     try:
         embedder = make_embedder(args.embedder, args.device)
-        figures = bench.run(args.eval, args.corpus, args.dim, args.shards, args.k, args.images, embedder)
+        figures = bench.run(args.eval, args.corpus, args.dim, args.shards, args.k, args.images, embedder, args.dtype)
     except ValueError as exc:
         print(f"lmms-contam bench-scan: {exc}", file=sys.stderr)
         return 2
@@ -503,6 +503,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--shards", type=_at_least(1), default=4, help="corpus shards (default 4)")
     bench.add_argument("--k", type=_at_least(1), default=10, help="top-k (default 10)")
     bench.add_argument("--images", type=_at_least(2), default=64, help="images for the embedding figures")
+    bench.add_argument("--dtype", choices=["float16", "float32"], default="float16",
+                       help="how the corpus shards are stored (default float16, as LAION's dumps)")  # fmt: skip
     bench.add_argument("--json", help="also write the figures as JSON here")
     _add_embedder_arguments(bench, default="efficientnet-lite0")
     bench.set_defaults(run=_bench_scan)

@@ -239,3 +239,20 @@ def test_report_adds_the_gap_to_its_leaderboard(contaminated_run, tmp_path):
     assert (seed["n_unscanned"], seed["image_only"]["n_flagged"], seed["judged"]) == (2, 16, False)
     assert "image_text" not in seed and seed["image_only"]["verdict"] == "higher on contaminated items"
     assert "Contaminated vs clean items" in (tmp_path / "report.html").read_text()
+
+
+def test_report_page_shows_the_closest_matches_side_by_side(scanned, tmp_path):
+    build([], scans=scanned.scans, html_path=tmp_path / "report.html")
+    page = (tmp_path / "report.html").read_text()
+    section = page.split("mmstar: closest corpus matches above 0.5")[1].split("<h3>")[0]
+    # 16 of 32 items are flagged; the 12 closest are shown, each eval image beside its corpus copy.
+    assert section.count('<img alt="eval"') == 12 and section.count('<img alt="corpus"') == 12
+    assert "a web copy of photo" in section and "corpus match(es) above the threshold" in section
+    moved = tmp_path / "moved"
+    shutil.copytree(scanned.scans, moved, ignore=shutil.ignore_patterns("work", "judge-cache"))
+    summary = json.loads((moved / "mmstar.summary.json").read_text())
+    (moved / "mmstar.summary.json").write_text(json.dumps({**summary, "corpus": str(tmp_path / "gone")}))
+    build([], scans=moved, html_path=tmp_path / "moved.html")
+    section = (tmp_path / "moved.html").read_text().split("mmstar: closest corpus matches")[1].split("<h3>")[0]
+    assert "corpus metadata unavailable" in section and section.count('<img alt="eval"') == 12
+    assert "corpus: no local image" in section

@@ -49,13 +49,14 @@ def _unit_vectors(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
     return rows / np.linalg.norm(rows, axis=1, keepdims=True)
 
 
-def write_shards(folder: Path, n: int, dim: int, shards: int, seed: int) -> list[tuple[str, Path, int]]:
-    """`n` random unit vectors in float16 .npy shards, written a shard at a time."""
+def write_shards(folder: Path, n: int, dim: int, shards: int, seed: int,
+                 dtype: str = "float16") -> list[tuple[str, Path, int]]:  # fmt: skip
+    """`n` random unit vectors in .npy shards of `dtype`, written a shard at a time."""
     rng, listed, offset = np.random.default_rng(seed), [], 0
     folder.mkdir(parents=True, exist_ok=True)
     for number, rows in enumerate(np.array_split(np.arange(n), shards)):
         path = folder / f"img_emb_{number}.npy"
-        np.save(path, _unit_vectors(rng, len(rows), dim).astype(np.float16))
+        np.save(path, _unit_vectors(rng, len(rows), dim).astype(dtype))
         listed.append((path.stem, path, offset))
         offset += len(rows)
     return listed
@@ -67,14 +68,15 @@ def _timed(function) -> float:
     return time.perf_counter() - start
 
 
-def scan_figures(n_eval: int, n_corpus: int, dim: int, shards: int, k: int, work: Path) -> tuple[list[Figure], float]:
+def scan_figures(n_eval: int, n_corpus: int, dim: int, shards: int, k: int, work: Path,
+                 dtype: str = "float16") -> tuple[list[Figure], float]:  # fmt: skip
     """Scan vs bare GEMM vs faiss on the same vectors; also returns the scan's seconds."""
     try:
         import faiss
     except ImportError as exc:
         raise ValueError("the faiss baseline needs faiss-cpu: pip install 'lmms-contam[scale]'") from exc
 
-    listed = write_shards(work / "corpus", n_corpus, dim, shards, seed=1)
+    listed = write_shards(work / "corpus", n_corpus, dim, shards, seed=1, dtype=dtype)
     queries = _unit_vectors(np.random.default_rng(2), n_eval, dim)
     scan_seconds = _timed(lambda: scan.scan_shards(queries, listed, work / "scan", k=k))
     corpus = np.concatenate([np.load(path).astype(np.float32) for _, path, _ in listed])  # untimed for baselines
@@ -179,10 +181,12 @@ def memory_figure(n_eval: int, n_corpus: int, dim: int, k: int, work: Path) -> F
                   higher_is_better=False)  # fmt: skip
 
 
-def run(n_eval: int, n_corpus: int, dim: int, shards: int, k: int, n_images: int, embedder) -> list[Figure]:
+def run(n_eval: int, n_corpus: int, dim: int, shards: int, k: int, n_images: int, embedder,
+        dtype: str = "float16") -> list[Figure]:  # fmt: skip
+    """Every figure; `dtype` is how the corpus shards are stored (float16 as LAION's, or float32)."""
     with tempfile.TemporaryDirectory(prefix="lmms-contam-bench-") as folder:
         work = Path(folder)
-        figures, scan_seconds = scan_figures(n_eval, n_corpus, dim, shards, k, work)
+        figures, scan_seconds = scan_figures(n_eval, n_corpus, dim, shards, k, work, dtype)
         figures += embedding_figures(embedder, n_images, n_eval, n_corpus, scan_seconds, work)
         figures.append(memory_figure(n_eval, n_corpus, dim, k, work))
     return figures

@@ -6,7 +6,7 @@ that the scan's summary records (and its cache is keyed on).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import datasets
@@ -39,6 +39,12 @@ class BenchmarkSource:
             if isinstance(item, Item):
                 yield item.original_id, item.image
 
+    def images_of(self, ids: set[str]) -> dict[str, Image.Image]:
+        rows = loaders.load_rows(self.benchmark, self.originals)
+        wanted = [i for i, row_id in enumerate(loaders.original_ids(self.benchmark, rows)) if row_id in ids]
+        found = loaders.items(self.benchmark, rows.select(wanted))
+        return {item.original_id: item.image for item in found if isinstance(item, Item)}
+
 
 @dataclass(frozen=True)
 class FolderSource:
@@ -70,6 +76,10 @@ class FolderSource:
             raise ValueError(f"{self.folder}: no images ({', '.join(IMAGE_SUFFIXES)})")
         for path in paths:
             yield path.relative_to(self.folder).as_posix(), decode(path.read_bytes(), str(path))
+
+    def images_of(self, ids: set[str]) -> dict[str, Image.Image]:
+        paths = {i: Path(self.folder) / i for i in ids}
+        return {i: decode(p.read_bytes(), str(p)) for i, p in paths.items() if p.is_file()}
 
 
 @dataclass(frozen=True)
@@ -111,9 +121,18 @@ class DatasetSource:
     def count(self) -> int:
         return len(self._rows())
 
+    def _ids(self, rows: datasets.Dataset) -> list[str]:
+        return [str(v) for v in rows[self.id_column]] if self.id_column else [str(i) for i in range(len(rows))]
+
+    def images_of(self, ids: set[str]) -> dict[str, Image.Image]:
+        rows = self._rows()
+        wanted = [i for i, row_id in enumerate(self._ids(rows)) if row_id in ids]
+        chosen = rows.select(wanted)
+        return dict(zip(self._ids(chosen), chosen[self.image_column], strict=True))
+
     def images(self) -> Iterator[tuple[str, Image.Image]]:
         rows = self._rows()
-        ids = [str(v) for v in rows[self.id_column]] if self.id_column else [str(i) for i in range(len(rows))]
+        ids = self._ids(rows)
         if len(set(ids)) != len(ids):
             raise ValueError(f"{self.dataset}: column {self.id_column!r} repeats ids")
         for number, (row_id, row) in enumerate(zip(ids, rows.select_columns([self.image_column]), strict=True)):
@@ -124,3 +143,18 @@ class DatasetSource:
 
 
 EvalSource = BenchmarkSource | FolderSource | DatasetSource
+KINDS = {"benchmark": BenchmarkSource, "folder": FolderSource, "dataset": DatasetSource}
+
+
+def spec_of(source: EvalSource) -> dict:
+    """What a scan summary records, so later readers (the report) can open the same eval set."""
+    kind = next(name for name, cls in KINDS.items() if isinstance(source, cls))
+    return {"kind": kind, **asdict(source)}
+
+
+def from_spec(spec: dict) -> EvalSource:
+    fields = dict(spec)
+    kind = fields.pop("kind", None)
+    if kind not in KINDS:
+        raise ValueError(f"unknown eval source kind {kind!r}")
+    return KINDS[kind](**fields)

@@ -22,7 +22,7 @@ from lmms_contam.corpus.embed import (
     standard_threshold,
     write_embeddings,
 )
-from lmms_contam.corpus.eval_sources import EvalSource
+from lmms_contam.corpus.eval_sources import EvalSource, spec_of
 from lmms_contam.corpus.index import IndexSettings, search_index
 from lmms_contam.corpus.runners import LocalRunner, RayRunner
 from lmms_contam.corpus.sources import lookup, open_corpus
@@ -105,7 +105,7 @@ def scan_source(source: EvalSource, corpus: str | Path, out: str | Path, embedde
                "corpus_rows": sum(s.rows for s in shards), "images": len(ids), "threshold": threshold, "k": k,
                "image_only_rate": scan.rates(result, [threshold])[threshold],
                "rates": {str(t): r for t, r in scan.rates(result, sweep).items()},
-               "recipe": asdict(embedder.recipe), "eval_source": source.description,
+               "recipe": asdict(embedder.recipe), "eval_source": source.description, "eval": spec_of(source),
                "eval_ids_sha256": scan.ids_sha256(ids), "mode": mode}  # fmt: skip
     with atomic_path(out / f"{source.name}.matches.parquet") as tmp:
         datasets.Dataset.from_list(rows).to_parquet(str(tmp))

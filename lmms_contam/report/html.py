@@ -16,6 +16,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from lmms_contam.report import evidence as evidence_mod  # noqa: E402
 from lmms_contam.report.analysis import Analysed, BenchmarkResult  # noqa: E402
+from lmms_contam.report.matches import top_matches  # noqa: E402
+from lmms_contam.report.rates import BenchmarkRates  # noqa: E402
 from lmms_contam.report.render import (  # noqa: E402
     RATES_LEGEND,
     detail_rows,
@@ -126,6 +128,27 @@ def _flagged_section(result: BenchmarkResult) -> str:
     return "".join(parts)
 
 
+def _matches_section(rates: BenchmarkRates) -> str:
+    pairs, notes = top_matches(rates)
+    if not pairs:
+        return ""
+    parts = [f"<h3>{html.escape(rates.benchmark)}: closest corpus matches above {rates.threshold}</h3>"]
+    parts += [f'<p class="note">{html.escape(note)}</p>' for note in notes]
+    for pair in pairs:
+        images = "".join(
+            f'<figure><img alt="{label}" src="{uri}"><figcaption>{label}</figcaption></figure>' if uri
+            else f'<figure><figcaption>{label}: no local image</figcaption></figure>'
+            for label, uri in (("eval", pair.eval_image), ("corpus", pair.corpus_image))
+        )  # fmt: skip
+        parts.append(
+            f'<div class="pair">{images}<div><b>{html.escape(pair.eval_id)}</b>'
+            f"<p>similarity {pair.similarity:.3f}; {pair.matches_above} corpus match(es) above the threshold</p>"
+            f"<p>caption: {html.escape(pair.caption) or '<i>none</i>'}<br>url: {html.escape(pair.url) or '-'}</p>"
+            "</div></div>"
+        )
+    return "".join(parts)
+
+
 def to_html(analysed: Analysed) -> str:
     results, alpha = analysed.results, analysed.alpha
     sections = [
@@ -147,6 +170,7 @@ def to_html(analysed: Analysed) -> str:
     if analysed.rates:
         sections += ["<h2>Contamination rates of the benchmarks</h2>", f"<p>{html.escape(RATES_LEGEND)}</p>",
                      _table(*rate_rows(analysed))]  # fmt: skip
+        sections += [_matches_section(rates) for rates in analysed.rates]
     if results:
         sections += ["<h2>Accuracy, original vs perturbed (95% CI)</h2>",
                      f'<img alt="accuracy plot" src="{accuracy_plot(results)}">']  # fmt: skip
