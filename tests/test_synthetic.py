@@ -110,6 +110,9 @@ def test_demo_flags_contaminated_models_and_clears_clean_ones(tmp_path):
     direct = train.Batcher(processor).accuracy(vlm, benchmark.original_examples(500))
     assert abs(direct - rows["clean"]["acc_original"]) < 0.02
     assert "<img" in (out / "report.html").read_text()
+    rates = {data: r["image_only_rate"] for data, r in summary["image_only"].items()}
+    assert rates == {"clean": 0.0, "contaminated": 1.0, "control": 0.0}
+    assert "Image-only rate of the test set" in done.stdout
     # A rerun reuses every model and evaluation: same files, same figures.
     weights = sorted((out / "models").rglob("*.safetensors"))
     stamps = [p.stat().st_mtime_ns for p in weights]
@@ -145,3 +148,19 @@ def test_checks_pass_only_when_every_claim_holds():
         "full: the same verdict for every seed at each degree",
         "full: delta falls as the degree rises (Spearman <= -0.8, clean = degree 0)",
     }
+
+
+def test_image_only_rates_find_the_test_items_only_where_they_were_trained_on(tmp_path):
+    from lmms_contam.synthetic.experiment import rate_check
+    from lmms_contam.synthetic.models import Recipe
+    from lmms_contam.synthetic.rates import image_only_rates
+
+    recipe = Recipe(test_items=12, clean_steps=4, clean_batch=16)
+    test_set = benchmark.build_test_set(recipe.test_items, tmp_path / "synthetic.parquet")
+    rates = image_only_rates(recipe, 0, test_set, tmp_path / "scan")
+    assert {data: r["image_only_rate"] for data, r in rates.items()} == {"clean": 0.0, "contaminated": 1.0,
+                                                                         "control": 0.0}  # fmt: skip
+    assert (rates["clean"]["corpus_rows"], rates["contaminated"]["corpus_rows"]) == (64, 12)
+    assert rates["clean"]["threshold"] == 0.999 and rate_check(rates).passed
+    leaked = {**rates, "clean": {**rates["clean"], "image_only_rate": 1 / 12}}
+    assert not rate_check(leaked).passed

@@ -17,6 +17,7 @@ from lmms_contam.corpus.embed import (
     EfficientNetLite0Embedder,
     HFClipEmbedder,
     OpenClipEmbedder,
+    PixelEmbedder,
     read_embeddings,
     require_same_recipe,
     standard_threshold,
@@ -29,16 +30,19 @@ from lmms_contam.corpus.sources import lookup, open_corpus
 
 
 def make_embedder(spec: str, device: str = "cpu"):
-    """'efficientnet-lite0' (offline), 'open_clip:MODEL/PRETRAINED' (default open_clip:ViT-L-14/openai), or
-    'hf_clip:MODEL_ID_OR_FOLDER' (transformers CLIP)."""
+    """'efficientnet-lite0' (offline), 'open_clip:MODEL/PRETRAINED' (default open_clip:ViT-L-14/openai),
+    'hf_clip:MODEL_ID_OR_FOLDER' (transformers CLIP), or 'pixels' (copies of tiny procedural images)."""
     if spec == "efficientnet-lite0":
         return EfficientNetLite0Embedder(device=device)
+    if spec == "pixels":
+        return PixelEmbedder()
     if spec.startswith("open_clip:"):
         model, _, pretrained = spec.removeprefix("open_clip:").partition("/")
         return OpenClipEmbedder(model, pretrained or None, device=device)
     if spec.startswith("hf_clip:"):
         return HFClipEmbedder(spec.removeprefix("hf_clip:"), device=device)
-    raise ValueError(f"unknown embedder {spec!r}: use efficientnet-lite0, open_clip:MODEL/PRETRAINED or hf_clip:MODEL")
+    raise ValueError(f"unknown embedder {spec!r}: use open_clip:MODEL/PRETRAINED, hf_clip:MODEL, efficientnet-lite0 "
+                     "or pixels")  # fmt: skip
 
 
 EVAL_CHUNK = 256  # images decoded and held at once while an eval set is embedded

@@ -27,6 +27,7 @@ from lmms_contam.report.build import build as build_report
 from lmms_contam.synthetic import benchmark
 from lmms_contam.synthetic.evaluate import DETECTOR_TASKS, PERTURBATION_TASK, evaluate
 from lmms_contam.synthetic.models import ModelSpec, Recipe, build_models, plan
+from lmms_contam.synthetic.rates import image_only_rates
 
 FLAG_P = 0.01  # "flagged": delta < 0 with McNemar p below this
 CLEAN_ALPHA = 0.05  # clean models and controls must not be significant at this level
@@ -107,6 +108,7 @@ class Outcome:
     checks: list[Check] = field(default_factory=list)
     report_html: Path | None = None
     seconds: float = 0.0
+    image_only: dict[str, dict] = field(default_factory=dict)  # training data -> the scan's rate
 
     @property
     def passed(self) -> bool:
@@ -168,6 +170,16 @@ def check(rows: list[Row]) -> list[Check]:
     return checks
 
 
+def rate_check(image_only: dict[str, dict]) -> Check:
+    """The corpus-side measure sees what the fine-tuning did: every test image is in the contaminated
+    models' training data, none in the clean model's or the control's."""
+    rates = {data: r["image_only_rate"] for data, r in image_only.items()}
+    passed = rates["contaminated"] == 1.0 and rates["clean"] == 0.0 and rates["control"] == 0.0
+    detail = ", ".join(f"{data} {rate:.3f}" for data, rate in rates.items())
+    return Check("image-only rate: 1 against the contaminated training data, 0 against clean and control", passed,
+                 f"{detail} (pixel copy detector, threshold {image_only['clean']['threshold']})")  # fmt: skip
+
+
 def run(setup: Setup, out: str | Path) -> Outcome:
     """Build (or reuse) everything under `out`, then write report.{html,md,json} and experiment.json."""
     started = time.monotonic()
@@ -195,9 +207,11 @@ def run(setup: Setup, out: str | Path) -> Outcome:
         _row(spec, _one(_of_model(spec, analysed.results, models)), _of_model(spec, analysed.detectors, models))
         for spec in specs
     ]
-    outcome = Outcome(rows, check(rows), out / "report.html", time.monotonic() - started)
+    image_only = image_only_rates(recipe, setup.seeds[0], test_set, out / "scan")
+    checks = [*check(rows), rate_check(image_only)]
+    outcome = Outcome(rows, checks, out / "report.html", time.monotonic() - started, image_only)
     summary = {"setup": asdict(setup), "rows": [asdict(r) for r in rows], "checks": [asdict(c) for c in outcome.checks],
-               "passed": outcome.passed, "seconds": round(outcome.seconds, 1)}  # fmt: skip
+               "image_only": image_only, "passed": outcome.passed, "seconds": round(outcome.seconds, 1)}  # fmt: skip
     with atomic_path(out / "experiment.json") as tmp:
         tmp.write_text(json.dumps(summary, indent=2))
     return outcome
@@ -250,6 +264,11 @@ def table(outcome: Outcome) -> str:
                 cells.append(f"{d['signal']:+.3f}, p {d['p_value']:.2g}, {'flagged' if d['flagged'] else 'not flagged'}"
                              if d else "-")  # fmt: skip
             lines.append("| " + " | ".join(cells) + " |")
+    if outcome.image_only:
+        lines += ["", "Image-only rate of the test set against each model's training data (lmms-contam scan):", ""]
+        lines += [f"- {data}: {r['image_only_rate']:.3f} of {r['images']} test images have a copy among "
+                  f"{r['corpus_rows']} training images (cosine > {r['threshold']})"
+                  for data, r in outcome.image_only.items()]  # fmt: skip
     lines.append("")
     for c in outcome.checks:
         lines.append(f"- [{'x' if c.passed else ' '}] {c.claim}: {c.detail}")
