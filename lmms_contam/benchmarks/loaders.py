@@ -41,21 +41,26 @@ HUB = {
 }
 
 
-def load_rows(benchmark: str, source: str | None = None) -> datasets.Dataset:
-    """The benchmark's rows from its hub id, or from a local parquet file/folder or save_to_disk folder."""
-    hub = HUB[benchmark]
-    if source is None:
-        return datasets.load_dataset(hub.hub_id, hub.config, split=hub.split)
+def read_rows(source: str, split: str) -> datasets.Dataset:
+    """A split of a local save_to_disk folder, a parquet file or folder of them, or a hub dataset id."""
     path = Path(source)
     if path.is_dir() and ((path / "state.json").exists() or (path / "dataset_dict.json").exists()):
         loaded = datasets.load_from_disk(str(path))
-        return loaded[hub.split] if isinstance(loaded, datasets.DatasetDict) else loaded
+        return loaded[split] if isinstance(loaded, datasets.DatasetDict) else loaded
     if path.is_dir():
         files = sorted(str(p) for p in path.rglob("*.parquet"))
-        return datasets.load_dataset("parquet", data_files={hub.split: files}, split=hub.split)
+        return datasets.load_dataset("parquet", data_files={split: files}, split=split)
     if path.is_file():
-        return datasets.load_dataset("parquet", data_files={hub.split: str(path)}, split=hub.split)
-    return datasets.load_dataset(source, split=hub.split)
+        return datasets.load_dataset("parquet", data_files={split: str(path)}, split=split)
+    return datasets.load_dataset(source, split=split)
+
+
+def load_rows(benchmark: str, source: str | None = None) -> datasets.Dataset:
+    """The benchmark's rows from its hub id (and config), or from a local copy or another hub id."""
+    hub = HUB[benchmark]
+    if source is None:
+        return datasets.load_dataset(hub.hub_id, hub.config, split=hub.split)
+    return read_rows(source, hub.split)
 
 
 def mmstar_options(question: str) -> list[str] | None:

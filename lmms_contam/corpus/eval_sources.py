@@ -104,15 +104,7 @@ class DatasetSource:
         return f"dataset {self.dataset} split {self.split} column {self.image_column}"
 
     def _rows(self) -> datasets.Dataset:
-        path = Path(self.dataset)
-        if path.is_dir() and ((path / "state.json").exists() or (path / "dataset_dict.json").exists()):
-            loaded = datasets.load_from_disk(str(path))
-            rows = loaded[self.split] if isinstance(loaded, datasets.DatasetDict) else loaded
-        elif path.exists():
-            files = sorted(str(p) for p in path.rglob("*.parquet")) if path.is_dir() else [str(path)]
-            rows = datasets.load_dataset("parquet", data_files={self.split: files}, split=self.split)
-        else:
-            rows = datasets.load_dataset(self.dataset, split=self.split)
+        rows = loaders.read_rows(self.dataset, self.split)
         for column in (self.image_column, self.id_column):
             if column is not None and column not in rows.column_names:
                 raise ValueError(f"{self.dataset}: no column {column!r} (columns: {', '.join(rows.column_names)})")
