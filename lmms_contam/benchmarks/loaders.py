@@ -194,6 +194,12 @@ def items(benchmark: str, rows: datasets.Dataset) -> Iterator[Item | Skipped]:
         yield parser.parse(row, original_id)
 
 
+def items_of(benchmark: str, rows: datasets.Dataset, ids: set[str]) -> dict[str, Item]:
+    """The Items with these ids, decoding only their rows' images."""
+    wanted = [i for i, row_id in enumerate(original_ids(benchmark, rows)) if row_id in ids]
+    return {item.original_id: item for item in items(benchmark, rows.select(wanted)) if isinstance(item, Item)}
+
+
 def scanned_ids(benchmark: str, rows: datasets.Dataset) -> list[str]:
     """The ids of the items a scan embeds (those `items` yields as Items), without decoding any image."""
     parser = PARSERS[benchmark]

@@ -40,10 +40,8 @@ class BenchmarkSource:
                 yield item.original_id, item.image
 
     def images_of(self, ids: set[str]) -> dict[str, Image.Image]:
-        rows = loaders.load_rows(self.benchmark, self.originals)
-        wanted = [i for i, row_id in enumerate(loaders.original_ids(self.benchmark, rows)) if row_id in ids]
-        found = loaders.items(self.benchmark, rows.select(wanted))
-        return {item.original_id: item.image for item in found if isinstance(item, Item)}
+        found = loaders.items_of(self.benchmark, loaders.load_rows(self.benchmark, self.originals), ids)
+        return {original_id: item.image for original_id, item in found.items()}
 
 
 @dataclass(frozen=True)

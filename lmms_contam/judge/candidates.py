@@ -65,19 +65,20 @@ def build(scans: str | Path, benchmark: str, originals: str | None, threshold: f
     summary, matches = read_scan(scans, benchmark)
     threshold = summary["threshold"] if threshold is None else threshold
     top_k = summary["k"] if top_k is None else top_k
-    items = {i.original_id: i for i in loaders.items(benchmark, loaders.load_rows(benchmark, originals))
-             if isinstance(i, Item)}  # fmt: skip
+    rows = loaders.load_rows(benchmark, originals)
+    eval_ids = loaders.scanned_ids(benchmark, rows)  # no image decoded: the judge reads text only
     scanned = [str(i) for i in matches["original_id"]]
     expected = summary.get("eval_ids_sha256")
-    if expected is not None and scan.ids_sha256(list(items)) != expected:
+    if expected is not None and scan.ids_sha256(eval_ids) != expected:
         raise JudgeInputError(
             f"{scans / (benchmark + '.summary.json')}: the scan embedded another version of {benchmark} "
             f"(its eval ids differ from {originals or 'the hub copy'}); judge with the copy the scan used"
         )
-    missing = [i for i in scanned if i not in items]
+    known = set(eval_ids)
+    missing = [i for i in scanned if i not in known]
     if missing:
         raise JudgeInputError(f"{benchmark}: {len(missing)} scanned id(s) are not in the benchmark (e.g. {missing[0]})")
-    candidates, without_captions, truncated = [], 0, 0
+    found, without_captions, truncated = [], 0, 0
     for number, row in enumerate(matches.itertuples()):
         if len(row.top_captions) != len(row.top_similarities):
             raise JudgeInputError(
@@ -93,10 +94,13 @@ def build(scans: str | Path, benchmark: str, originals: str | None, threshold: f
             without_captions += 1
             continue
         truncated += sum(len(c) > MAX_CAPTION_CHARS for c, _ in captioned)
-        item = items[str(row.original_id)]
-        candidates.append(Candidate(
-            benchmark, item.original_id, item.question, tuple(item.options), item.answer, _answer_text(item),
-            tuple(c[:MAX_CAPTION_CHARS] for c, _ in captioned), tuple(s for _, s in captioned),
-        ))  # fmt: skip
+        found.append((str(row.original_id), captioned))
+    items = loaders.items_of(benchmark, rows, {original_id for original_id, _ in found})
+    candidates = [
+        Candidate(benchmark, original_id, items[original_id].question, tuple(items[original_id].options),
+                  items[original_id].answer, _answer_text(items[original_id]),
+                  tuple(c[:MAX_CAPTION_CHARS] for c, _ in captioned), tuple(s for _, s in captioned))
+        for original_id, captioned in found
+    ]  # fmt: skip
     summary = {**summary, "judge_threshold": threshold, "judge_top_k": top_k}
     return ScanInput(summary, candidates, len(scanned), without_captions, truncated)
