@@ -125,7 +125,35 @@ def _perturb(args: argparse.Namespace) -> int:
     cost = manifest["cost"]
     print(f"  API: caption {cost['caption']['calls']} calls ${cost['caption']['usd']}, "
           f"judge {cost['judge']['calls']} calls ${cost['judge']['usd']}")  # fmt: skip
+    if args.push_to_hub and manifest["kept"]:
+        return _push_set(args.out, args.push_to_hub, args.private, "perturb")
     return 0
+
+
+def _push_set(folder: str, repo_id: str, private: bool, command: str) -> int:
+    """Push a finished set; a failure leaves the local set as it was (complete, without a hub record)."""
+    from lmms_contam.hub import push_perturbed_set
+
+    try:
+        commit = push_perturbed_set(folder, repo_id, private=private)
+    except Exception as exc:  # the set's checks, the hub's answers, the network (its client's types vary by version)
+        print(f"lmms-contam {command}: pushing {folder} to the hub dataset {repo_id} failed: "
+              f"{type(exc).__name__}: {exc}", file=sys.stderr)  # fmt: skip
+        return 1
+    print(f"pushed to the hub: dataset {repo_id} at commit {commit}")
+    return 0
+
+
+def _push(args: argparse.Namespace) -> int:
+    return _push_set(args.folder, args.repo_id, args.private, "push")
+
+
+def _hub_repo_id(value: str) -> str:
+    from lmms_contam.harness.datasets import HUB_ID
+
+    if not HUB_ID.match(value):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a hub repository id (namespace/name)")
+    return value
 
 
 def _scan(args: argparse.Namespace) -> int:
@@ -421,7 +449,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="only every N-th item from the I-th, e.g. one process per GPU with CUDA_VISIBLE_DEVICES=I; "
         "then run once without --shard to assemble the set (no stage is repeated)",
     )
+    perturb.add_argument("--push-to-hub", type=_hub_repo_id, metavar="NAMESPACE/NAME",
+                         help="then push the set to this hub dataset repository (created if missing; token: "
+                         "HF_TOKEN or `hf auth login`)")  # fmt: skip
+    perturb.add_argument("--private", action="store_true", help="create the hub repository as private")
     perturb.set_defaults(run=_perturb)
+
+    push = commands.add_parser(
+        "push",
+        help="push a perturbed set folder to a Hugging Face hub dataset repository",
+        description="Upload <folder>/data.parquet (as data/test-00000-of-00001.parquet, split test), "
+        "data.manifest.json and a dataset card in one commit, after checking the set against the schema; then "
+        "record the repository and commit in the local manifest. The tasks load the result by hub id: "
+        "LMMS_CONTAM_DATASET_<BENCHMARK>=NAMESPACE/NAME. Token: HF_TOKEN or `hf auth login`; endpoint: HF_ENDPOINT.",
+    )
+    push.add_argument("folder", help="a folder written by `perturb` or `import mm-perturb`")
+    push.add_argument("repo_id", type=_hub_repo_id, metavar="NAMESPACE/NAME", help="hub dataset repository")
+    push.add_argument("--private", action="store_true", help="create the repository as private")
+    push.set_defaults(run=_push)
 
     scan = commands.add_parser(
         "scan",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -43,7 +44,10 @@ def test_editor_returns_one_image_per_request_at_the_rounded_size(backend, tiny,
     reseeded = editor.edit(requests(photos, seeds=(9, 2, 3)))
     assert not np.array_equal(np.asarray(images[0]), np.asarray(reseeded[0]))
     assert np.array_equal(np.asarray(images[1]), np.asarray(reseeded[1]))  # batching does not mix seeds
-    assert editor.describe()["dtype_used"] == "torch.float32" and editor.describe()["editor"] == f"flux-{backend}"
+    described = editor.describe()
+    assert described["dtype_used"] == "torch.float32" and described["editor"] == f"flux-{backend}"
+    assert described["models"]["base_model"]["local_path"] == str(Path(settings.base_model).resolve())
+    assert ("controlnet" in described["models"]) == (backend == "controlnet")
 
 
 def test_canny_map_and_rounding(photos):

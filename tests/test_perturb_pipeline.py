@@ -13,7 +13,8 @@ import pytest
 import yaml
 from fixtures import mmstar_rows, real_photos
 from loopback import LoopbackServer, completion
-from tiny_flux import build_tiny_flux_controlnet
+from loopback_hub import LoopbackHub
+from tiny_flux import build_tiny_flux_controlnet, install_in_hub_cache
 
 from lmms_contam.benchmarks.loaders import mmstar_options
 from lmms_contam.items import Item
@@ -41,8 +42,13 @@ def originals(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def flux(tmp_path_factory):
-    """One tiny Flux ControlNet for every run in this module (each test used to build its own)."""
-    return build_tiny_flux_controlnet(tmp_path_factory.mktemp("flux"))
+    """One tiny Flux ControlNet for every run in this module, as hub ids in the offline hub cache:
+    {"base": id, "controlnet": id, "commits": {id: commit}}."""
+    base, controlnet = build_tiny_flux_controlnet(tmp_path_factory.mktemp("flux"))
+    ids = {"base": "contam-test/tiny-flux", "controlnet": "contam-test/tiny-flux-controlnet-canny"}
+    commits = {ids["base"]: install_in_hub_cache(base, ids["base"]),
+               ids["controlnet"]: install_in_hub_cache(controlnet, ids["controlnet"])}  # fmt: skip
+    return {**ids, "commits": commits}
 
 
 def judge_script(expected: dict[str, str], ambiguous: str):
@@ -59,14 +65,13 @@ def judge_script(expected: dict[str, str], ambiguous: str):
 
 
 def write_config(folder, server, flux) -> str:
-    base, controlnet = flux
     repo_configs = os.path.join(os.path.dirname(__file__), "..", "configs", "perturb")
     with open(os.path.join(repo_configs, "flux_canny.yaml")) as handle:
         config = yaml.safe_load(handle)
     for section in (config["caption"], config["verify"]["judge"]):
         section["endpoint"].update(base_url=server.base_url, api_key_env="LMMS_CONTAM_TEST_KEY", max_retries=0)
         section["template"] = os.path.abspath(os.path.join(repo_configs, section["template"]))
-    config["generate"].update(base_model=str(base), controlnet=str(controlnet), steps=2, device="cpu",
+    config["generate"].update(base_model=flux["base"], controlnet=flux["controlnet"], steps=2, device="cpu",
                               max_sequence_length=32)  # fmt: skip
     config["verify"]["drift"] = {"min_change": 0.0, "min_resemblance": -1.0}  # tiny Flux paints noise
     path = folder / "recipe.yaml"
@@ -74,8 +79,11 @@ def write_config(folder, server, flux) -> str:
     return str(path)
 
 
-def perturb(*args: str) -> subprocess.CompletedProcess:
+def perturb(*args: str, hub: LoopbackHub | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "LMMS_CONTAM_TEST_KEY": SECRET}
+    if hub:  # online, but only to the loopback hub
+        env = {key: value for key, value in env.items() if key not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+        env.update(HF_ENDPOINT=hub.endpoint, HF_TOKEN="hf_loopback")
     return subprocess.run([sys.executable, "-m", "lmms_contam.cli", "perturb", *args], capture_output=True,
                           text=True, timeout=600, env=env)  # fmt: skip
 
@@ -89,7 +97,10 @@ def test_pipeline_builds_a_set_the_tasks_load_and_a_rerun_repeats_nothing(origin
         first = perturb("mmstar", "--config", config, "--out", str(out), "--originals", str(parquet))
         calls = len(server.requests)
         second = perturb("mmstar", "--config", config, "--out", str(out), "--originals", str(parquet))
-        assert len(server.requests) == calls, "the rerun made API calls"
+        with LoopbackHub() as hub:  # every stage stored: the third run only assembles, then pushes
+            pushed = perturb("mmstar", "--config", config, "--out", str(out), "--originals", str(parquet),
+                             "--push-to-hub", "contam-org/mmstar-perturbed", hub=hub)  # fmt: skip
+        assert len(server.requests) == calls, "a rerun made API calls"
     assert first.returncode == 0, first.stderr
     assert "kept 11 of 12 items" in first.stdout and "verify: 1 judge: reject" in first.stdout
     assert calls == 24  # 12 captions + 12 judge calls
@@ -101,6 +112,8 @@ def test_pipeline_builds_a_set_the_tasks_load_and_a_rerun_repeats_nothing(origin
     assert manifest["cost"]["caption"]["calls"] == 12 and manifest["cost"]["caption"]["usd"] > 0
     assert manifest["config"]["generate"]["conditioning_scale"] == 0.8
     assert manifest["config"]["caption"]["temperature"] == 0.3
+    models = manifest["editor"]["models"]  # hub ids resolved to the commits that were loaded
+    assert {m["id"]: m["commit"] for m in models.values()} == flux["commits"]
     kept = datasets.load_dataset("parquet", data_files=str(out / "data.parquet"), split="train")
     assert second.returncode == 0 and "kept 11 of 12 items" in second.stdout
     for row in kept:
@@ -110,6 +123,10 @@ def test_pipeline_builds_a_set_the_tasks_load_and_a_rerun_repeats_nothing(origin
                              capture_output=True, text=True, env={**os.environ,
                              "LMMS_CONTAM_DATASET_MMSTAR": str(out)})  # fmt: skip
     assert "11 valid rows" in checked.stdout, checked.stderr
+    assert pushed.returncode == 0, pushed.stderr
+    files = hub.repos["contam-org/mmstar-perturbed"]["files"]
+    assert files["data/test-00000-of-00001.parquet"] == (out / "data.parquet").read_bytes()
+    assert json.loads((out / "data.manifest.json").read_text())["hub"]["commit"] in pushed.stdout
 
 
 def test_bad_config_fails_clearly(tmp_path):

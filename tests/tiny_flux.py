@@ -103,3 +103,18 @@ def build_tiny_flux_controlnet(folder: Path, seed: int = 0) -> tuple[Path, Path]
 def build_tiny_flux_kontext(folder: Path, seed: int = 0) -> Path:
     FluxKontextPipeline(**_components(seed)).save_pretrained(folder / "kontext")
     return folder / "kontext"
+
+
+def install_in_hub_cache(folder: Path, repo_id: str) -> str:
+    """Copy a saved model into the hub cache ($HF_HOME/hub) as repo `repo_id` at a commit, the layout a
+    download leaves, so `from_pretrained(repo_id)` resolves it offline as it would a real model id."""
+    import hashlib
+    import os
+    import shutil
+
+    commit = hashlib.sha1(repo_id.encode()).hexdigest()
+    repo = Path(os.environ["HF_HOME"]) / "hub" / f"models--{repo_id.replace('/', '--')}"
+    shutil.copytree(folder, repo / "snapshots" / commit, dirs_exist_ok=True)
+    (repo / "refs").mkdir(parents=True, exist_ok=True)
+    (repo / "refs" / "main").write_text(commit)
+    return commit

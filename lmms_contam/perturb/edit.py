@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -58,6 +59,22 @@ class FluxSettings:
             raise ValueError("generate.batch_size and generate.steps must be at least 1")
 
 
+def model_source(name_or_path: str, revision: str | None = None) -> dict:
+    """Exactly which weights: a local folder's path, or a hub id's commit as resolved in the local cache that
+    `from_pretrained` fills (looked up without network; commit None when the cache does not hold it)."""
+    path = Path(name_or_path).expanduser()
+    if path.is_dir():
+        return {"id": name_or_path, "local_path": str(path.resolve())}
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        commit = Path(snapshot_download(name_or_path, revision=revision, local_files_only=True)).name
+    except LocalEntryNotFoundError:
+        commit = None
+    return {"id": name_or_path, "revision": revision, "commit": commit}
+
+
 def round_to_16(size: tuple[int, int]) -> tuple[int, int]:
     return tuple(max(16, int(round(side / 16)) * 16) for side in size)  # type: ignore[return-value]
 
@@ -75,7 +92,11 @@ class FluxEditor:
         self._pipe = None
 
     def describe(self) -> dict:
-        return {"editor": f"flux-{self.settings.backend}", **asdict(self.settings), "dtype_used": str(self._dtype())}
+        s = self.settings
+        models = {"base_model": model_source(s.base_model, s.revision)}
+        if s.backend == "controlnet":
+            models["controlnet"] = model_source(s.controlnet)
+        return {"editor": f"flux-{s.backend}", **asdict(s), "dtype_used": str(self._dtype()), "models": models}
 
     def _dtype(self):
         import torch

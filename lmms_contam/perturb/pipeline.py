@@ -129,6 +129,7 @@ def run(
         "schema_version": SCHEMA_VERSION,
         "benchmark": benchmark,
         "config": config.resolved(),
+        "editor": editor.describe(),  # model ids with their resolved commits or local paths
         **summary,
         "cost": _cost(store),
     }
