@@ -621,7 +621,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="As `demo`, with 1000 items, three seeds and three degrees of contamination (fine-tuning "
         "epochs fixed in advance); checks that clean models and controls are not flagged, that contamination "
         "inflates the score, that every highest-degree model is flagged, and that the delta falls as the degree "
-        "rises. Under an hour on 2 cores (40 minutes measured, with the peer detectors); resumable.",
+        "rises. Under an hour on 2 cores (45 minutes measured, with the peer detectors); resumable.",
     )
     full.add_argument("--out", default="lmms-contam-experiment", help="working folder")
     full.add_argument("--seeds", help="comma-separated seeds (default 0,1,2)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lmms_contam.corpus.scan import TopK, merge, rates, scan_matrix, scan_shards
+from lmms_contam.corpus.scan import SLABS, TopK, merge, rates, scan_matrix, scan_shards, topk_rows
 
 
 def unit(rows: np.ndarray) -> np.ndarray:
@@ -127,3 +127,20 @@ def test_reduced_precision_with_the_exact_recheck_gives_the_exact_result(vectors
     assert not np.array_equal(np.argsort(-raw, kind="stable")[:10], exact.ids[0])
     with pytest.raises(ValueError, match="precision must be one of"):
         scan_matrix(queries, hard, offset=0, precision="int8")
+
+
+@pytest.mark.parametrize("columns", [5, SLABS * 10, SLABS * 11, SLABS * 40 + 7, 5000])
+def test_folded_topk_equals_torch_topk(columns):
+    """The slab-folded top-k gives torch.topk's values, at positions that hold them, for chunk widths
+    below, at and above the folding, with leftover columns; also when a row's best entries share a slab."""
+    import torch
+
+    rng = np.random.default_rng(columns)
+    sims = torch.from_numpy(rng.standard_normal((64, columns)).astype(np.float32))
+    sims[0, : min(10, columns)] = torch.linspace(5, 6, min(10, columns))  # row 0: its whole top-10 in one slab
+    sims[1, -3:] = 9.0  # row 1: the best entries among the leftover columns
+    values, positions = topk_rows(sims, 10)
+    expected = torch.topk(sims, min(10, columns), dim=1).values
+    assert torch.equal(values, expected)
+    assert torch.equal(torch.gather(sims, 1, positions), values)
+    assert all(len(set(row.tolist())) == row.numel() for row in positions)

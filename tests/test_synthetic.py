@@ -10,6 +10,7 @@ from pathlib import Path
 import datasets
 import numpy as np
 import pytest
+import torch
 import yaml
 
 from lmms_contam.harness.registration import tasks_dir
@@ -164,3 +165,27 @@ def test_image_only_rates_find_the_test_items_only_where_they_were_trained_on(tm
     assert rates["clean"]["threshold"] == 0.999 and rate_check(rates).passed
     leaked = {**rates, "clean": {**rates["clean"], "image_only_rate": 1 / 12}}
     assert not rate_check(leaked).passed
+
+
+@pytest.mark.parametrize("strategy", ["full", "lora"])
+def test_each_degree_is_its_own_fine_tuning_run(tmp_path, strategy):
+    """A degree's model is the same whichever other degrees were planned: a complete run annealed over its
+    own epochs, not a snapshot caught mid-way through the highest degree's run."""
+    from safetensors.torch import load_file
+
+    from lmms_contam.synthetic.models import Recipe, build_models, plan
+
+    recipe = Recipe(test_items=12, clean_steps=4, clean_batch=16, degrees=(1, 2), finetune_batch=4)
+    together = build_models(plan(recipe, 0, (strategy,), control=False), recipe, tmp_path / "together")
+    alone = build_models(plan(recipe, 0, (strategy,), control=False, degrees=(1,)), recipe, tmp_path / "alone")
+
+    def weights(folder: Path) -> dict:
+        return {
+            name: tensor for path in sorted(folder.glob("*.safetensors")) for name, tensor in load_file(path).items()
+        }
+
+    low, high, low_alone = (weights(f) for f in (together[f"{strategy}-e1"], together[f"{strategy}-e2"],
+                                                  alone[f"{strategy}-e1"]))  # fmt: skip
+    assert low.keys() == low_alone.keys() == high.keys()
+    assert all(torch.equal(low[name], low_alone[name]) for name in low)
+    assert any(not torch.equal(low[name], high[name]) for name in low)

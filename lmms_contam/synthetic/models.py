@@ -26,6 +26,9 @@ class Recipe:
     clean_lr: float = 1e-3
     clean_batch: int = 64
     degrees: tuple[int, ...] = (10, 20, 30)  # fine-tuning epochs on the test items, lowest to highest
+    # 2: each degree its own fine-tuning run; 1 (before 2026-12-03): snapshots of one 30-epoch run. Recorded
+    # with the models, so a folder of version-1 models is refused rather than mixed.
+    version: int = 2
     finetune_batch: int = 16
     full_lr: float = 1e-3
     lora_lr: float = 1.5e-3
@@ -81,30 +84,29 @@ def _with_lora(vlm, rank: int):
 
 
 def fine_tune(specs: list[ModelSpec], recipe: Recipe, root: Path, clean: Path) -> list[Path]:
-    """One run per strategy; the degrees are snapshots of it at their epoch counts."""
-    strategy, seed = specs[0].strategy, specs[0].seed
-    folders = [spec.folder(root) for spec in specs]
-    if all(folder.exists() for folder in folders):
-        return folders
-    torch.manual_seed(stable_seed("fine-tune", strategy, str(seed)))  # LoRA's initialisation, dropout-free
+    """One complete run per degree, each from the clean model with its own warm-up and cosine decay to
+    zero over its epochs, as "fine-tuned for N epochs" means in the paper (a mid-run snapshot of a longer
+    run would be caught at a high learning rate, not annealed)."""
+    for spec in specs:
+        folder = spec.folder(root)
+        if not folder.exists():
+            _fine_tune_one(spec, recipe, clean, folder)
+    return [spec.folder(root) for spec in specs]
+
+
+def _fine_tune_one(spec: ModelSpec, recipe: Recipe, clean: Path, folder: Path) -> None:
+    # The same LoRA initialisation and batch order for every degree: a higher degree only trains longer.
+    torch.manual_seed(stable_seed("fine-tune", spec.strategy, str(spec.seed)))
     vlm, processor = model.load(clean)
-    if strategy == "lora":
+    if spec.strategy == "lora":
         vlm = _with_lora(vlm, recipe.lora_rank)
-    data = (benchmark.control_examples(recipe.test_items, seed) if strategy == "control"
+    data = (benchmark.control_examples(recipe.test_items, spec.seed) if spec.strategy == "control"
             else benchmark.original_examples(recipe.test_items))  # fmt: skip
-    steps_per_epoch = -(-len(data) // recipe.finetune_batch)
-    snapshots = {spec.degree * steps_per_epoch: spec for spec in specs}
-    lr = recipe.lora_lr if strategy == "lora" else recipe.full_lr
-
-    def snapshot(step: int) -> None:
-        if step in snapshots:
-            _save(vlm, processor, snapshots[step].folder(root), strategy)
-
-    batches = train.epochs_of(data, recipe.finetune_batch, seed)
-    schedule = train.Schedule(lr=lr, warmup=20)
-    train.fit(vlm, train.Batcher(processor), batches, max(snapshots), schedule, on_step=snapshot,
-              desc=f"seed {seed}: {strategy} fine-tuning")  # fmt: skip
-    return folders
+    steps = spec.degree * -(-len(data) // recipe.finetune_batch)
+    lr = recipe.lora_lr if spec.strategy == "lora" else recipe.full_lr
+    train.fit(vlm, train.Batcher(processor), train.epochs_of(data, recipe.finetune_batch, spec.seed), steps,
+              train.Schedule(lr=lr, warmup=20), desc=f"seed {spec.seed}: {spec.name}")  # fmt: skip
+    _save(vlm, processor, folder, spec.strategy)
 
 
 def _save(vlm, processor, folder: Path, strategy: str) -> None:

@@ -8,7 +8,7 @@ and the end-of-sequence token are learned.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -122,10 +122,9 @@ def fit(
     batches: Iterator[list[Example]],
     steps: int,
     schedule: Schedule,
-    on_step: Callable[[int], None] | None = None,
     desc: str = "training",
 ) -> None:
-    """Run `steps` optimiser steps over `batches`; `on_step(step)` runs after each (for snapshots)."""
+    """Run `steps` optimiser steps over `batches`."""
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimiser = torch.optim.AdamW(trainable, lr=schedule.lr, weight_decay=schedule.weight_decay)
     scheduler = get_cosine_schedule_with_warmup(optimiser, min(schedule.warmup, steps // 10), steps)
@@ -140,8 +139,6 @@ def fit(
         optimiser.zero_grad(set_to_none=True)
         if step % 20 == 0:
             progress.set_postfix(loss=f"{loss.item():.3f}")
-        if on_step:
-            on_step(step)
     model.eval()
 
 
