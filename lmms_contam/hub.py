@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import datasets
 import yaml
 
 from lmms_contam.atomic import atomic_path
+from lmms_contam.harness.datasets import SetLocation, read_location
 from lmms_contam.schema import PerturbedSetError, validate
 
 DATA_IN_REPO = "data/test-00000-of-00001.parquet"
@@ -34,7 +34,7 @@ def _set_files(folder: Path) -> tuple[Path, Path, dict, int]:
         raise PerturbedSetError(
             f"{manifest_path}: not a perturbed set's manifest ({type(exc).__name__}: {exc})"
         ) from exc
-    dataset = datasets.Dataset.from_parquet(str(parquet))
+    dataset = read_location(SetLocation("parquet", str(parquet), "push"))  # as the tasks will read it
     validate(dataset, benchmark, str(parquet))
     return parquet, manifest_path, manifest, dataset.num_rows
 

@@ -144,7 +144,8 @@ def resolve(benchmark: str) -> SetLocation:
     )
 
 
-def _read(location: SetLocation) -> datasets.Dataset:
+def read_location(location: SetLocation) -> datasets.Dataset:
+    """A set as the tasks read it (split `test`), not yet validated."""
     if location.kind == "disk":
         loaded = datasets.load_from_disk(location.value)
         if isinstance(loaded, datasets.DatasetDict):
@@ -176,7 +177,7 @@ def load_perturbed_set(benchmark: str) -> datasets.Dataset:
             key = (benchmark, location.value)
             if key not in _cache:
                 logger.info(f"lmms-contam: {benchmark} perturbed set from {location.value} (via {location.found_via})")
-                dataset = _read(location)
+                dataset = read_location(location)
                 validate(dataset, benchmark, location.value)
                 _cache[key] = dataset
             return _cache[key]

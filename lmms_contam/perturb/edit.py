@@ -66,11 +66,11 @@ def model_source(name_or_path: str, revision: str | None = None) -> dict:
     if path.is_dir():
         return {"id": name_or_path, "local_path": str(path.resolve())}
     from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import LocalEntryNotFoundError
+    from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
 
     try:
         commit = Path(snapshot_download(name_or_path, revision=revision, local_files_only=True)).name
-    except LocalEntryNotFoundError:
+    except (LocalEntryNotFoundError, HFValidationError):  # not cached, or a folder that has since moved
         commit = None
     return {"id": name_or_path, "revision": revision, "commit": commit}
 
