@@ -97,10 +97,9 @@ def build(scans: str | Path, benchmark: str, originals: str | None, threshold: f
         found.append((str(row.original_id), captioned))
     items = loaders.items_of(benchmark, rows, {original_id for original_id, _ in found})
     candidates = [
-        Candidate(benchmark, original_id, items[original_id].question, tuple(items[original_id].options),
-                  items[original_id].answer, _answer_text(items[original_id]),
+        Candidate(benchmark, item.original_id, item.question, tuple(item.options), item.answer, _answer_text(item),
                   tuple(c[:MAX_CAPTION_CHARS] for c, _ in captioned), tuple(s for _, s in captioned))
-        for original_id, captioned in found
+        for item, captioned in ((items[original_id], captioned) for original_id, captioned in found)
     ]  # fmt: skip
     summary = {**summary, "judge_threshold": threshold, "judge_top_k": top_k}
     return ScanInput(summary, candidates, len(scanned), without_captions, truncated)
