@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lmms_contam.corpus.scan import SLABS, TopK, merge, rates, scan_matrix, scan_shards, topk_rows
+from lmms_contam.corpus import scan
+from lmms_contam.corpus.scan import TopK, merge, rates, scan_matrix, scan_shards
 
 
 def unit(rows: np.ndarray) -> np.ndarray:
@@ -22,7 +23,9 @@ def vectors():
 
 
 def brute(queries, corpus, k):
-    sims = queries @ corpus.T
+    # float64, then float32: duplicate corpus rows get exactly equal values (a float32 BLAS may differ in the
+    # last bit between columns), so a stable sort breaks their ties by the smaller id
+    sims = (queries.astype(np.float64) @ corpus.T.astype(np.float64)).astype(np.float32)
     order = np.argsort(-sims, axis=1, kind="stable")[:, :k]
     return np.take_along_axis(sims, order, axis=1), order
 
@@ -37,6 +40,26 @@ def test_scan_equals_brute_force_and_finds_planted_copies(vectors):
     assert rates(result)[0.9] == pytest.approx(5 / 40)
     assert (result.above == ((queries @ corpus.T) > 0.9).sum(axis=1)).all()
     assert result.above[:5].tolist() == [1] * 5
+
+
+@pytest.mark.parametrize(
+    "row_block, tile_bytes, chunk", [(7, 64 * 4 * 13, 333), (scan.ROW_BLOCK, scan.TILE_BYTES, scan.DEFAULT_CHUNK)]
+)
+def test_tiles_row_blocks_and_exact_duplicates_keep_the_brute_force_result(vectors, monkeypatch, row_block,
+                                                                           tile_bytes, chunk):  # fmt: skip
+    """Exact duplicate corpus rows tie at every rank: the smaller id must win, however the work is cut."""
+    queries, corpus = vectors
+    copies = np.concatenate([corpus, corpus[:100], corpus[:50], corpus[:100]])  # row i also at 5000+i, 5100+i, ...
+    queries = np.concatenate([queries, corpus[[3, 70, 4999]]])  # exact copies: ties at 1.0
+    monkeypatch.setattr(scan, "ROW_BLOCK", row_block)
+    monkeypatch.setattr(scan, "TILE_BYTES", tile_bytes)
+    result = scan_matrix(queries, copies, offset=0, k=10, chunk=chunk, count_above=0.2)
+    sims, ids = brute(queries, copies, 10)
+    np.testing.assert_allclose(result.sims, sims, atol=1e-5)
+    assert (result.ids == ids).all()
+    assert result.ids[-3].tolist()[:4] == [3, 5003, 5100 + 3, 5150 + 3]
+    assert (result.above == ((queries @ copies.T) > 0.2).sum(axis=1)).all()
+    assert (result.sims[:, -1] > 0.2).any()  # rows whose k-th best is above the threshold are counted in full
 
 
 def test_one_shard_equals_ten_and_a_rerun_reads_saved_results(vectors, tmp_path):
@@ -127,20 +150,3 @@ def test_reduced_precision_with_the_exact_recheck_gives_the_exact_result(vectors
     assert not np.array_equal(np.argsort(-raw, kind="stable")[:10], exact.ids[0])
     with pytest.raises(ValueError, match="precision must be one of"):
         scan_matrix(queries, hard, offset=0, precision="int8")
-
-
-@pytest.mark.parametrize("columns", [5, SLABS * 10, SLABS * 11, SLABS * 40 + 7, 5000])
-def test_folded_topk_equals_torch_topk(columns):
-    """The slab-folded top-k gives torch.topk's values, at positions that hold them, for chunk widths
-    below, at and above the folding, with leftover columns; also when a row's best entries share a slab."""
-    import torch
-
-    rng = np.random.default_rng(columns)
-    sims = torch.from_numpy(rng.standard_normal((64, columns)).astype(np.float32))
-    sims[0, : min(10, columns)] = torch.linspace(5, 6, min(10, columns))  # row 0: its whole top-10 in one slab
-    sims[1, -3:] = 9.0  # row 1: the best entries among the leftover columns
-    values, positions = topk_rows(sims, 10)
-    expected = torch.topk(sims, min(10, columns), dim=1).values
-    assert torch.equal(values, expected)
-    assert torch.equal(torch.gather(sims, 1, positions), values)
-    assert all(len(set(row.tolist())) == row.numel() for row in positions)

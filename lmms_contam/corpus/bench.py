@@ -1,7 +1,7 @@
 """`lmms-contam bench-scan`: the scan's speed and memory as ratios to baselines measured in the same run.
 
 These machines are noisy, so every figure is a ratio to something timed here on the same data, each
-side the fastest of three runs:
+side the fastest of three runs, the sides of a ratio taking turns:
   - scan throughput / the bare matrix products of the same shapes (target >= 0.7);
   - scan throughput / faiss IndexFlatIP searching the same vectors (target >= 1.0);
   - embedding pipeline (decode + resize + forward) / the model's forward on pre-decoded tensors (>= 0.9);
@@ -64,18 +64,37 @@ def write_shards(folder: Path, n: int, dim: int, shards: int, seed: int,
     return listed
 
 
-def _best_time(function: Callable[[int], object], repeats: int = 3) -> float:
-    """Seconds of the fastest of `repeats` runs, each given its run number (for a fresh output folder).
+def _best_times(*functions: Callable[[int], object], repeats: int = 3) -> list[float]:
+    """Seconds of the fastest of `repeats` runs of each function, the functions taking turns in every
+    round (each is given its round number, for a fresh output folder).
 
     The minimum leaves out one-off costs (first imports, cold caches, thread pools starting) and the
-    other tenants of a shared machine; every side of every ratio is timed this same way.
+    other tenants of a shared machine; taking turns keeps the two sides of a ratio in the same moments
+    of a machine whose speed drifts over minutes.
     """
-    seconds = []
+    seconds: list[list[float]] = [[] for _ in functions]
     for run in range(repeats):
-        start = time.perf_counter()
-        function(run)
-        seconds.append(time.perf_counter() - start)
-    return min(seconds)
+        for function, times in zip(functions, seconds, strict=True):
+            start = time.perf_counter()
+            function(run)
+            times.append(time.perf_counter() - start)
+    return [min(times) for times in seconds]
+
+
+def _tile_products(queries: np.ndarray, shards: list[np.ndarray]) -> Callable[[int], None]:
+    """The scan's own products (same chunks and tiles, into its reused buffer) without the screening."""
+    import torch
+
+    tiles = scan.ProductTiles(queries)
+    chunks = [torch.from_numpy(shard[i : i + scan.DEFAULT_CHUNK]) for shard in shards
+              for i in range(0, len(shard), scan.DEFAULT_CHUNK)]  # fmt: skip
+
+    def products(_: int) -> None:
+        for chunk in chunks:
+            for _tile in tiles(chunk):
+                pass
+
+    return products
 
 
 def scan_figures(n_eval: int, n_corpus: int, dim: int, shards: int, k: int, work: Path,
@@ -88,20 +107,15 @@ def scan_figures(n_eval: int, n_corpus: int, dim: int, shards: int, k: int, work
 
     listed = write_shards(work / "corpus", n_corpus, dim, shards, seed=1, dtype=dtype)
     queries = _unit_vectors(np.random.default_rng(2), n_eval, dim)
-    scan_seconds = _best_time(lambda run: scan.scan_shards(queries, listed, work / f"scan{run}", k=k))
     shards_f32 = [np.load(path).astype(np.float32) for _, path, _ in listed]  # in RAM, untimed, for baselines
-    chunk = scan.DEFAULT_CHUNK  # the scan's own blocks: each shard cut into chunks
-    blocks = [shard[i : i + chunk] for shard in shards_f32 for i in range(0, len(shard), chunk)]
-
-    def products(_: int) -> None:  # each product dropped before the next, as the scan drops its chunk's
-        for block in blocks:
-            queries @ block.T
-
-    gemm_seconds = _best_time(products)
     index = faiss.IndexFlatIP(dim)
     for shard in shards_f32:
         index.add(shard)
-    faiss_seconds = _best_time(lambda _: index.search(queries, k))
+    scan_seconds, gemm_seconds, faiss_seconds = _best_times(
+        lambda run: scan.scan_shards(queries, listed, work / f"scan{run}", k=k),
+        _tile_products(queries, shards_f32),
+        lambda _: index.search(queries, k),
+    )
     rate = n_corpus / scan_seconds
     return [
         Figure("scan vs matrix products alone", rate, n_corpus / gemm_seconds, "corpus vectors/s", 0.7),
@@ -141,9 +155,6 @@ def embedding_figures(embedder, n_images: int, n_eval: int, n_corpus: int, scan_
     photos = _photos(n_images)
     for i, data in enumerate(photos):
         (folder / f"{i:05d}.jpg").write_bytes(data)
-    pipeline_seconds = _best_time(
-        lambda run: embed_corpus(folder, work / f"embedded{run}", embedder, shard_size=n_images)
-    )
     tensors = torch.stack([embedder.preprocess(Image.open(io.BytesIO(d)).convert("RGB")) for d in photos])
 
     def forward(_: int) -> None:
@@ -151,7 +162,9 @@ def embedding_figures(embedder, n_images: int, n_eval: int, n_corpus: int, scan_
             for start in range(0, n_images, embedder.batch_size):
                 embedder.features(tensors[start : start + embedder.batch_size].to(embedder.device))
 
-    forward_seconds = _best_time(forward)
+    pipeline_seconds, forward_seconds = _best_times(
+        lambda run: embed_corpus(folder, work / f"embedded{run}", embedder, shard_size=n_images), forward
+    )
     pairs = min(8, n_images // 2)
     images = [Image.open(io.BytesIO(d)).convert("RGB") for d in photos[: 2 * pairs]]
 
@@ -160,7 +173,7 @@ def embedding_figures(embedder, n_images: int, n_eval: int, n_corpus: int, scan_
             a, b = embedder.embed(images[2 * i : 2 * i + 2])
             float(a.astype(np.float32) @ b.astype(np.float32))
 
-    pair_seconds = _best_time(per_pair) / pairs
+    pair_seconds = _best_times(per_pair)[0] / pairs
     ours = (n_eval + n_corpus) * pipeline_seconds / n_images + scan_seconds
     return [
         Figure("embedding pipeline vs forward alone", n_images / pipeline_seconds, n_images / forward_seconds,

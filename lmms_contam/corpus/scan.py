@@ -1,7 +1,8 @@
 """Exact streaming top-k: every eval vector against every corpus vector, one shard at a time.
 
 The eval matrix stays in memory; corpus shards (memory-mapped .npy, float16 or float32) stream
-through it in chunks, one matrix product per chunk, keeping a running top-k per eval vector. Each
+through it in chunks, each multiplied a cache-sized tile at a time and screened into a running top-k
+per eval vector (lmms_contam/corpus/screen.py). Each
 shard's result is saved on its own, so a rerun skips finished shards and shards can run anywhere
 (in-process or as Ray tasks) before one merge. No index, no approximation.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,64 +65,69 @@ def rounding_bound(precision: str, dim: int) -> float:
     return 2 * (2 * PRECISIONS[precision] + dim * 2.0**-24)
 
 
-def _as_float32(rows: np.ndarray) -> np.ndarray:
-    """float16 shards (LAION's) cast on every core by torch: numpy's cast runs on one."""
-    if rows.dtype == np.float32:
-        return rows
+def _finite_block(corpus: np.ndarray, start: int, chunk: int, offset: int):
+    """Corpus rows [start, start + chunk) as a float32 torch tensor, refused if any holds NaN or inf.
+
+    Torch casts (float16 shards, as LAION's) and sums on every core, numpy on one. A memory-mapped
+    float32 shard is only viewed, never copied (torch warns that it could write to it: it does not).
+    """
     import torch
 
-    with warnings.catch_warnings():  # a read-only memory map: the tensor is only read, to make a copy
+    with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-        return torch.from_numpy(rows).float().numpy()
-
-
-def _finite_block(corpus: np.ndarray, start: int, chunk: int, offset: int) -> np.ndarray:
-    block = _as_float32(np.ascontiguousarray(corpus[start : start + chunk]))
-    row_sums = block.sum(axis=1)  # one pass: NaN or inf anywhere in a row makes its sum non-finite
-    if not np.isfinite(row_sums).all():
-        bad = start + int(np.argmax(~np.isfinite(row_sums)))
-        raise ValueError(f"corpus row {offset + bad} holds NaN or infinite values")
+        block = torch.from_numpy(np.ascontiguousarray(corpus[start : start + chunk])).float()
+    row_sums = block.sum(dim=1)  # one pass: NaN or inf anywhere in a row makes its sum non-finite
+    bad = torch.nonzero(~torch.isfinite(row_sums))
+    if len(bad):
+        raise ValueError(f"corpus row {offset + start + int(bad[0])} holds NaN or infinite values")
     return block
 
 
-SLABS = 16  # column slabs folded together before the top-k
+TILE_BYTES = 32 << 20  # products per tile: about the L3 cache, so screening reads them from cache
+ROW_BLOCK = 8192  # eval rows per tile at most, so that tiles stay wide enough for an efficient product
 
 
-def topk_rows(sims, k: int):
-    """Exact top-k of each row of a torch matrix, (values, column positions), faster than torch.topk on
-    wide rows: most of the work is one elementwise max, not a selection (`bench-scan` times the scan).
+class ProductTiles:
+    """Products of the eval rows with a corpus block, a cache-sized tile at a time, into one reused buffer."""
 
-    The columns are folded into SLABS slabs by elementwise max. Every top-k entry sits in one of the k
-    best folded columns: its folded column is at least as large as it, and k folded columns larger
-    still would be k distinct entries above it. The top-k among those columns' SLABS * k entries is
-    therefore the row's (ties may pick another entry of equal value, as torch.topk may).
-    """
-    import torch  # its top-k is ~20x numpy's argpartition on these shapes
+    def __init__(self, eval_rows: np.ndarray):
+        import torch
 
-    n, m = sims.shape
-    width = m // SLABS
-    if width <= k:
-        return torch.topk(sims, min(k, m), dim=1)
-    folded = sims[:, : width * SLABS].view(n, SLABS, width).amax(dim=1)
-    columns = torch.topk(folded, k, dim=1).indices
-    positions = (columns[:, :, None] + torch.arange(SLABS, device=sims.device) * width).reshape(n, -1)
-    if m > width * SLABS:  # the columns left over after the slabs are candidates as they are
-        rest = torch.arange(width * SLABS, m, device=sims.device).expand(n, -1)
-        positions = torch.cat([positions, rest], dim=1)
-    values, picked = torch.topk(torch.gather(sims, 1, positions), k, dim=1)
-    return values, torch.gather(positions, 1, picked)
+        edges = np.linspace(0, len(eval_rows), -(-len(eval_rows) // ROW_BLOCK) + 1).astype(int)
+        self.row_blocks = list(zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True))  # at most ROW_BLOCK each
+        widest = max(stop - start for start, stop in self.row_blocks)
+        self.width = max(1, TILE_BYTES // 4 // widest // 64) * 64  # corpus rows per product; aligned tile rows
+        self.buffer = torch.empty(widest * self.width)  # torch's allocation: products into numpy's ran slower
+        self.eval_rows = torch.from_numpy(eval_rows)
+
+    def __call__(self, block) -> Iterator[tuple[int, int, int, np.ndarray]]:
+        """(first eval row, last, first block row, the tile's products) for each tile of a torch block."""
+        import torch
+
+        for first, last in self.row_blocks:
+            for column in range(0, len(block), self.width):
+                columns = min(self.width, len(block) - column)
+                tile = self.buffer[: (last - first) * columns].view(last - first, columns)
+                torch.mm(self.eval_rows[first:last], block[column : column + columns].T, out=tile)
+                yield first, last, column, tile.numpy()
 
 
-def _exact_chunk(queries: np.ndarray, block: np.ndarray, k: int, count_above: float) -> TopK:
-    """Top-k (block-local ids) of one chunk in float32."""
-    import torch
+def _scan_exact(queries: np.ndarray, corpus: np.ndarray, offset: int, k: int, chunk: int,
+                count_above: float) -> TopK:  # fmt: skip
+    """float32 products tile by tile, each screened into the running top-k right after its product,
+    while still in cache. Global ids are written as they are found: no per-chunk merge."""
 
-    sims = queries @ block.T
-    values, positions = topk_rows(torch.from_numpy(sims), k)
-    above = np.zeros(len(queries), dtype=np.int64)
-    hot = np.flatnonzero(values[:, 0].numpy() > count_above)  # only these rows can count any match
-    above[hot] = (sims[hot] > count_above).sum(axis=1)
-    return TopK(values.numpy(), positions.numpy().astype(np.int64), above)
+    from lmms_contam.corpus.screen import screen_tile
+
+    best = TopK.empty(len(queries), k)
+    if not len(queries):
+        return best
+    tiles = ProductTiles(queries)
+    for start in range(0, len(corpus), chunk):
+        for first, last, column, tile in tiles(_finite_block(corpus, start, chunk, offset)):
+            screen_tile(tile, offset + start + column, best.sims[first:last], best.ids[first:last],
+                        best.above[first:last], count_above)  # fmt: skip
+    return best
 
 
 def _reduced_chunk(queries: np.ndarray, reduced, block: np.ndarray, k: int, count_above: float, precision: str,
@@ -132,7 +138,7 @@ def _reduced_chunk(queries: np.ndarray, reduced, block: np.ndarray, k: int, coun
 
     eps = rounding_bound(precision, block.shape[1])
     sims = (reduced @ torch.from_numpy(block).to(device, reduced.dtype).T).float()
-    kth = topk_rows(sims, k)[0][:, -1:]
+    kth = torch.topk(sims, min(k, sims.shape[1]), dim=1).values[:, -1:]
     # An exact top-k entry reads at least (reduced k-th best - 2 eps); a match above t reads above t - eps.
     rows, cols = torch.nonzero((sims >= kth - 2 * eps) | (sims > count_above - eps), as_tuple=True)
     rows, cols = rows.cpu().numpy(), cols.cpu().numpy()
@@ -162,16 +168,15 @@ def scan_matrix(eval_vectors: np.ndarray, corpus: np.ndarray, offset: int, k: in
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     queries = np.ascontiguousarray(eval_vectors, dtype=np.float32)
-    reduced = None
-    if precision != "float32":
-        import torch
+    if precision == "float32":
+        return _scan_exact(queries, corpus, offset, k, chunk, count_above)
+    import torch
 
-        reduced = torch.from_numpy(queries).to(device, getattr(torch, precision))
+    reduced = torch.from_numpy(queries).to(device, getattr(torch, precision))
     best = TopK.empty(len(queries), k)
     for start in range(0, len(corpus), chunk):
-        block = _finite_block(corpus, start, chunk, offset)
-        found = (_exact_chunk(queries, block, k, count_above) if reduced is None
-                 else _reduced_chunk(queries, reduced, block, k, count_above, precision, device))  # fmt: skip
+        block = _finite_block(corpus, start, chunk, offset).numpy()
+        found = _reduced_chunk(queries, reduced, block, k, count_above, precision, device)
         ids = np.where(found.ids >= 0, found.ids + offset + start, -1)
         if found.sims.shape[1] < k:
             pad = TopK.empty(len(queries), k - found.sims.shape[1])
