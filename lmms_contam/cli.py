@@ -496,7 +496,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="similarity above which an image counts as contaminated (default: 0.9 for CLIP; "
         "efficientnet-lite0 has its own calibrated 0.5)",
     )
-    scan.add_argument("--k", type=int, default=10, help="matches kept per eval image (default 10)")
+    scan.add_argument("--k", type=_at_least(1), default=10, help="matches kept per eval image (default 10)")
     scan.add_argument("--originals", help="a local copy of the benchmark (default: lmms-eval's hub id)")
     scan.add_argument(
         "--ray",

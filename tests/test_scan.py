@@ -91,6 +91,12 @@ def test_small_corpora_pad_and_bad_vectors_fail(vectors):
         scan_matrix(queries, broken, offset=1000)
     with pytest.raises(ValueError, match="dimension mismatch"):
         scan_matrix(queries, corpus[:, :32], offset=0)
+    with pytest.raises(ValueError, match="k must be at least 1"):
+        scan_matrix(queries, corpus, offset=0, k=0)
+    unset = queries.copy()
+    unset[7, 0] = np.inf
+    with pytest.raises(ValueError, match="eval vector 7 holds NaN or infinite"):
+        scan_matrix(unset, corpus, offset=0)
     a, b = TopK.empty(2, 3), TopK.empty(2, 3)
     assert (merge(a, b).above == 0).all()
     assert (merge(a, b).ids == -1).all()

@@ -1,10 +1,10 @@
 """Exact streaming top-k: every eval vector against every corpus vector, one shard at a time.
 
 The eval matrix stays in memory; corpus shards (memory-mapped .npy, float16 or float32) stream
-through it in chunks, each multiplied a cache-sized tile at a time and screened into a running top-k
-per eval vector (lmms_contam/corpus/screen.py). Each
-shard's result is saved on its own, so a rerun skips finished shards and shards can run anywhere
-(in-process or as Ray tasks) before one merge. No index, no approximation.
+through it in chunks, each multiplied a cache-sized tile at a time and screened into a running
+top-k per eval vector (lmms_contam/corpus/screen.py). Each shard's result is saved on its own, so a
+rerun skips finished shards and shards can run anywhere (in-process or as Ray tasks) before one
+merge. No index, no approximation.
 """
 
 from __future__ import annotations
@@ -116,7 +116,6 @@ def _scan_exact(queries: np.ndarray, corpus: np.ndarray, offset: int, k: int, ch
                 count_above: float) -> TopK:  # fmt: skip
     """float32 products tile by tile, each screened into the running top-k right after its product,
     while still in cache. Global ids are written as they are found: no per-chunk merge."""
-
     from lmms_contam.corpus.screen import screen_tile
 
     best = TopK.empty(len(queries), k)
@@ -167,7 +166,12 @@ def scan_matrix(eval_vectors: np.ndarray, corpus: np.ndarray, offset: int, k: in
         raise ValueError(f"dimension mismatch: eval {eval_vectors.shape}, corpus {corpus.shape}")
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
     queries = np.ascontiguousarray(eval_vectors, dtype=np.float32)
+    bad = np.flatnonzero(~np.isfinite(queries).all(axis=1))
+    if len(bad):
+        raise ValueError(f"eval vector {bad[0]} holds NaN or infinite values")
     if precision == "float32":
         return _scan_exact(queries, corpus, offset, k, chunk, count_above)
     import torch

@@ -2,9 +2,9 @@
 
 A tile is read right after its matrix product, while it is still in cache. Almost every entry is
 below its row's k-th best so far, so runs of LANES entries are dismissed on their maximum alone and
-the few entries that pass are inserted in place. As whole-array torch operations (top-k, masks,
-gathers) the same work took several passes and allocations per tile and cost 10-20% of the
-products' time; compiled, it is a few percent (`lmms-contam bench-scan`).
+the few entries that pass are inserted in place: one pass over the tile, where whole-array torch
+operations (top-k, masks, gathers) take several passes and allocations per tile. `lmms-contam
+bench-scan` measures the scan against the bare products.
 """
 
 from __future__ import annotations
