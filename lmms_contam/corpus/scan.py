@@ -22,7 +22,7 @@ from lmms_contam.atomic import atomic_path
 from lmms_contam.corpus.runners import LocalRunner, RayRunner
 
 DEFAULT_K = 10
-DEFAULT_CHUNK = 32_768  # corpus rows per product: 5000 x 32768 fp32 = 655 MB; faster than 65536 here
+DEFAULT_CHUNK = 32_768  # corpus rows read, cast and checked at a time (exact products then run in tiles)
 THRESHOLDS = (0.8, 0.85, 0.9, 0.95, 0.99)
 SCAN_VERSION = 1  # of the written matches and summary
 
