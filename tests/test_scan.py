@@ -60,6 +60,9 @@ def test_tiles_row_blocks_and_exact_duplicates_keep_the_brute_force_result(vecto
     assert result.ids[-3].tolist()[:4] == [3, 5003, 5100 + 3, 5150 + 3]
     assert (result.above == ((queries @ copies.T) > 0.2).sum(axis=1)).all()
     assert (result.sims[:, -1] > 0.2).any()  # rows whose k-th best is above the threshold are counted in full
+    split = merge(scan_matrix(queries, copies[:5120], offset=0, k=10, chunk=chunk, count_above=0.2),
+                  scan_matrix(queries, copies[5120:], offset=5120, k=10, chunk=chunk, count_above=0.2))  # fmt: skip
+    assert (split.ids == result.ids).all() and (split.above == result.above).all()  # two shards, ties split
 
 
 def test_one_shard_equals_ten_and_a_rerun_reads_saved_results(vectors, tmp_path):
