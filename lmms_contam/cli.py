@@ -353,6 +353,8 @@ def _add_embedder_arguments(command: argparse.ArgumentParser, default: str = "op
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from lmms_contam.corpus.scan import PRECISIONS
+
     parser = argparse.ArgumentParser(
         prog="lmms-contam",
         description="Contamination detection for vision-language models, run inside lmms-eval.",
@@ -514,11 +516,12 @@ def build_parser() -> argparse.ArgumentParser:
     scan.add_argument("--candidates", type=_at_least(1), default=100,
                       help="rows the index proposes per eval image (default 100)")  # fmt: skip
     scan.add_argument("--nprobe", type=_at_least(1), default=32, help="IVF lists searched (default 32)")
-    scan.add_argument("--precision", choices=["float32", "float16", "bfloat16"], default="float32",
-                      help="precision of the scan's matrix products (default float32); float16/bfloat16 are a "
-                      "GPU's fast path, and every entry that could enter the top-k or cross the threshold is "
-                      "re-checked in float32, so the results stay exact")  # fmt: skip
-    scan.add_argument("--scan-device", default="cpu", help="torch device for reduced-precision products (e.g. cuda)")
+    scan.add_argument("--precision", choices=["auto", *PRECISIONS], default="auto",
+                      help="precision of the scan's matrix products: int8 is a CPU's fast path (oneDNN), "
+                      "float16/bfloat16 a GPU's; every entry that could enter the top-k or cross the threshold is "
+                      "recomputed exactly, so every mode gives the same results (default auto: int8 on a CPU "
+                      "where torch has oneDNN, else float32; float16 with --scan-device)")  # fmt: skip
+    scan.add_argument("--scan-device", default="cpu", help="torch device for float16/bfloat16 products (e.g. cuda)")
     scan.set_defaults(run=_scan)
 
     index = commands.add_parser(

@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from lmms_contam.corpus.int8 import available
+
 pytestmark = pytest.mark.slow
 
 
@@ -17,8 +19,9 @@ def test_bench_reports_every_figure_against_its_baseline(tmp_path):
     done = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     figures = {f["name"].split(" (")[0]: f for f in json.loads((tmp_path / "bench.json").read_text())["figures"]}
-    assert set(figures) == {"scan vs matrix products alone", "scan vs faiss IndexFlatIP",
-                            "embedding pipeline vs forward alone", "embed once + scan vs per-pair recipe",
+    scans = [f"{precision} scan vs {baseline}" for precision in ["float32", *(["int8"] if available() else [])]
+             for baseline in ["matrix products alone", "faiss IndexFlatIP"]]  # fmt: skip
+    assert set(figures) == {*scans, "embedding pipeline vs forward alone", "embed once + scan vs per-pair recipe",
                             "peak memory, 4x corpus vs 1x"}  # fmt: skip
     for figure in figures.values():
         assert figure["ours"] > 0 and figure["baseline"] > 0

@@ -30,9 +30,10 @@ def brute(queries, corpus, k):
     return np.take_along_axis(sims, order, axis=1), order
 
 
-def test_scan_equals_brute_force_and_finds_planted_copies(vectors):
+@pytest.mark.parametrize("precision", ["float32", "int8"])
+def test_scan_equals_brute_force_and_finds_planted_copies(vectors, precision):
     queries, corpus = vectors
-    result = scan_matrix(queries, corpus, offset=0, k=10, chunk=777)
+    result = scan_matrix(queries, corpus, offset=0, k=10, chunk=777, precision=precision)
     sims, ids = brute(queries, corpus, 10)
     np.testing.assert_allclose(result.sims, sims, atol=1e-5)
     assert (result.ids == ids).all()
@@ -42,26 +43,30 @@ def test_scan_equals_brute_force_and_finds_planted_copies(vectors):
     assert result.above[:5].tolist() == [1] * 5
 
 
+@pytest.mark.parametrize("precision", ["float32", "int8"])
 @pytest.mark.parametrize(
     "row_block, tile_bytes, chunk", [(7, 64 * 4 * 13, 333), (scan.ROW_BLOCK, scan.TILE_BYTES, scan.DEFAULT_CHUNK)]
 )
 def test_tiles_row_blocks_and_exact_duplicates_keep_the_brute_force_result(vectors, monkeypatch, row_block,
-                                                                           tile_bytes, chunk):  # fmt: skip
+                                                                           tile_bytes, chunk, precision):  # fmt: skip
     """Exact duplicate corpus rows tie at every rank: the smaller id must win, however the work is cut."""
     queries, corpus = vectors
     copies = np.concatenate([corpus, corpus[:100], corpus[:50], corpus[:100]])  # row i also at 5000+i, 5100+i, ...
     queries = np.concatenate([queries, corpus[[3, 70, 4999]]])  # exact copies: ties at 1.0
     monkeypatch.setattr(scan, "ROW_BLOCK", row_block)
     monkeypatch.setattr(scan, "TILE_BYTES", tile_bytes)
-    result = scan_matrix(queries, copies, offset=0, k=10, chunk=chunk, count_above=0.2)
+    result = scan_matrix(queries, copies, offset=0, k=10, chunk=chunk, count_above=0.2, precision=precision)
     sims, ids = brute(queries, copies, 10)
     np.testing.assert_allclose(result.sims, sims, atol=1e-5)
     assert (result.ids == ids).all()
     assert result.ids[-3].tolist()[:4] == [3, 5003, 5100 + 3, 5150 + 3]
     assert (result.above == ((queries @ copies.T) > 0.2).sum(axis=1)).all()
     assert (result.sims[:, -1] > 0.2).any()  # rows whose k-th best is above the threshold are counted in full
-    split = merge(scan_matrix(queries, copies[:5120], offset=0, k=10, chunk=chunk, count_above=0.2),
-                  scan_matrix(queries, copies[5120:], offset=5120, k=10, chunk=chunk, count_above=0.2))  # fmt: skip
+
+    def shard(rows, offset):
+        return scan_matrix(queries, rows, offset=offset, k=10, chunk=chunk, count_above=0.2, precision=precision)
+
+    split = merge(shard(copies[:5120], 0), shard(copies[5120:], 5120))
     assert (split.ids == result.ids).all() and (split.above == result.above).all()  # two shards, ties split
 
 
@@ -138,14 +143,19 @@ def test_clip_retrieval_layout_with_recipe_and_captions(vectors, tmp_path):
     assert matches[0]["url"] == "http://img/10.jpg"
 
 
+def crowd_around(queries, corpus, seed=5):
+    """Hard cases for a reduced product: near-copies of one row, half above the returned threshold and
+    densely packed around it, and exact duplicates."""
+    rng = np.random.default_rng(seed)
+    crowd = unit(corpus[10] + rng.normal(scale=0.012, size=(300, 64)))
+    hard = np.concatenate([corpus, crowd, corpus[[999, 999, 2500]]]).astype(np.float32)
+    return hard, float(np.median(crowd @ queries[0]))
+
+
 @pytest.mark.parametrize("precision", ["float16", "bfloat16"])
 def test_reduced_precision_with_the_exact_recheck_gives_the_exact_result(vectors, precision):
     queries, corpus = vectors
-    # Hard cases for a reduced product: many near-copies of one row straddling the threshold, exact duplicates.
-    rng = np.random.default_rng(5)
-    crowd = unit(corpus[10] + rng.normal(scale=0.012, size=(300, 64)))
-    hard = np.concatenate([corpus, crowd, corpus[[999, 999, 2500]]]).astype(np.float32)
-    threshold = float(np.median(crowd @ queries[0]))  # half the crowd above it, densely packed around it
+    hard, threshold = crowd_around(queries, corpus)
     exact = scan_matrix(queries, hard, offset=0, k=10, chunk=1000, count_above=threshold)
     reduced = scan_matrix(queries, hard, offset=0, k=10, chunk=1000, count_above=threshold, precision=precision)
     assert 0 < exact.above[0] < 300, "the crowd must straddle the threshold for this test to mean anything"
@@ -158,4 +168,62 @@ def test_reduced_precision_with_the_exact_recheck_gives_the_exact_result(vectors
         getattr(torch, precision)).T).float().numpy()[0]  # fmt: skip
     assert not np.array_equal(np.argsort(-raw, kind="stable")[:10], exact.ids[0])
     with pytest.raises(ValueError, match="precision must be one of"):
-        scan_matrix(queries, hard, offset=0, precision="int8")
+        scan_matrix(queries, hard, offset=0, precision="int4")
+
+
+def test_int8_products_with_the_exact_recheck_give_the_exact_result(vectors):
+    from lmms_contam.corpus.int8 import ZERO_POINT, quantize
+
+    queries, corpus = vectors
+    hard, threshold = crowd_around(queries, corpus)
+    found = scan_matrix(queries, hard, offset=0, k=10, chunk=1000, count_above=threshold, precision="int8")
+    sims, ids = brute(queries, hard, 10)
+    assert (found.ids == ids).all()
+    np.testing.assert_allclose(found.sims, sims, atol=1e-6)
+    exact_above = (queries.astype(np.float64) @ hard.T.astype(np.float64) > threshold).sum(axis=1)
+    assert 0 < exact_above[0] < 300 and (found.above == exact_above).all()
+    # The integer products alone misorder this crowd: the re-check is what makes the result exact.
+    evals, corpus_side = quantize(queries[:1], corpus_side=False), quantize(hard, corpus_side=True)
+    raw = (evals.levels * evals.scales[:, None]) @ ((corpus_side.levels.astype(np.float64) - ZERO_POINT)
+                                                    * corpus_side.scales[:, None]).T  # fmt: skip
+    assert not np.array_equal(np.argsort(-raw[0], kind="stable")[:10], ids[0])
+    with pytest.raises(ValueError, match="int8 runs on the CPU"):
+        scan_matrix(queries, hard, offset=0, precision="int8", device="cuda")
+
+
+def test_int8_error_bound_holds_for_every_pair_and_levels_cannot_overflow():
+    from lmms_contam.corpus.int8 import ZERO_POINT, quantize
+
+    rng = np.random.default_rng(3)
+    rows = unit(rng.normal(size=(300, 96)))
+    rows[0] = 0  # a zero vector
+    rows[1] = unit(np.eye(96)[:1] * 40 + rng.normal(size=(1, 96)))  # one dominant element: a coarse scale
+    rows[2] *= 1e-40  # too small for a float32 scale
+    rows[3] *= 3.5  # not unit length
+    evals, corpus = quantize(rows, corpus_side=False), quantize(rows, corpus_side=True)
+    x = evals.levels * evals.scales[:, None].astype(np.float64)
+    y = (corpus.levels.astype(np.float64) - ZERO_POINT) * corpus.scales[:, None]
+    error = np.abs(x @ y.T - rows.astype(np.float64) @ rows.T.astype(np.float64))
+    bound = evals.errors[:, None] * corpus.quantized_norms[None, :] + evals.norms[:, None] * corpus.errors[None, :]
+    assert (error <= bound + 1e-15).all()
+    assert np.median(bound[4:, 4:]) < 0.05  # tight enough for unit vectors that the screen dismisses most entries
+    # Eval levels in [-127, 127], corpus levels in [1, 127]: no two products overflow an int16 sum.
+    assert np.abs(evals.levels.astype(int)).max() == 127 and np.isfinite(evals.scales).all()
+    assert corpus.levels.min() >= 1 and corpus.levels.max() <= 127 and (corpus.levels[0] == ZERO_POINT).all()
+
+
+def test_onednn_int8_tiles_are_the_exact_integer_products_and_a_wrong_engine_is_stopped(vectors):
+    from lmms_contam.corpus.int8 import ZERO_POINT, Int8Tiles, quantize
+
+    queries, corpus = vectors
+    tiles = Int8Tiles(queries, [(0, 15), (15, len(queries))], 64)
+    blocks = quantize(corpus[:200], corpus_side=True)
+    integers = (blocks.levels.astype(np.int64) - ZERO_POINT) @ tiles.eval.levels.T.astype(np.int64)
+    seen = 0
+    for first, last, column, tile in tiles(blocks):
+        expected = integers[column : column + len(tile), first:last] * tiles.eval.scales[first:last].astype(np.float64)
+        np.testing.assert_allclose(tile, expected, rtol=2.0**-22, atol=0)
+        seen += tile.size
+    assert seen == integers.size and tiles.checked
+    with pytest.raises(RuntimeError, match="not the exact integer products"):
+        tiles._check(tile[0] + 1.0, blocks.levels[column], first, last)

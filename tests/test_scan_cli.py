@@ -20,6 +20,7 @@ from PIL import Image, ImageOps
 
 from lmms_contam.corpus.embed import EfficientNetLite0Embedder
 from lmms_contam.corpus.ingest import embed_corpus
+from lmms_contam.corpus.int8 import available
 
 pytestmark = pytest.mark.slow
 
@@ -70,13 +71,17 @@ def test_scan_finds_planted_copies_with_their_captions(tmp_path):
     assert all(matches[str(i)]["max_similarity"] < 0.5 for i in range(4, 12))
     rerun = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert rerun.stdout == done.stdout
-    reduced_out = tmp_path / "scans-bf16"
-    reduced = [*command[: command.index("--out") + 1], str(reduced_out), *command[command.index("--out") + 2 :],
-               "--precision", "bfloat16"]  # fmt: skip
-    assert subprocess.run(reduced, capture_output=True, text=True, timeout=600).returncode == 0
-    again = datasets.load_dataset("parquet", data_files=str(reduced_out / "mmstar.matches.parquet"), split="train")
-    assert again["top_ids"] == found["top_ids"] and again["matches_above_threshold"] == found["matches_above_threshold"]
-    np.testing.assert_allclose(again["top_similarities"], found["top_similarities"], atol=1e-5)
+    assert summary["mode"]["precision"] == ("int8" if available() else "float32")  # auto, on a CPU
+    for precision in ["float32", "bfloat16"]:  # every precision gives the same result
+        other_out = tmp_path / f"scans-{precision}"
+        other = [*command[: command.index("--out") + 1], str(other_out), *command[command.index("--out") + 2 :],
+                 "--precision", precision]  # fmt: skip
+        assert subprocess.run(other, capture_output=True, text=True, timeout=600).returncode == 0
+        again = datasets.load_dataset("parquet", data_files=str(other_out / "mmstar.matches.parquet"), split="train")
+        assert again["top_ids"] == found["top_ids"]
+        assert again["matches_above_threshold"] == found["matches_above_threshold"]
+        np.testing.assert_allclose(again["top_similarities"], found["top_similarities"], atol=1e-5)
+        assert json.loads((other_out / "mmstar.summary.json").read_text())["mode"]["precision"] == precision
 
     other = json.loads((corpus / "recipe.json").read_text())
     (corpus / "recipe.json").write_text(json.dumps({**other, "dtype": "float16"}))

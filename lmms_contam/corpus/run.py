@@ -74,12 +74,12 @@ def eval_embeddings(source: EvalSource, embedder, work: Path) -> tuple[np.ndarra
 
 def scan_source(source: EvalSource, corpus: str | Path, out: str | Path, embedder, k: int = scan.DEFAULT_K,
                 threshold: float | None = None, runner: LocalRunner | RayRunner | None = None,
-                index: IndexSettings | None = None, precision: str = "float32",
+                index: IndexSettings | None = None, precision: str = "auto",
                 scan_device: str = "cpu") -> dict:  # fmt: skip
     """`threshold` None: the embedder's standard one (0.9 for CLIP, the offline embedder's own); `runner`
     None: in-process (a RayRunner scans the shards as Ray tasks); `index`: search a faiss index of the
-    corpus instead of the exact scan, re-scoring its candidates exactly; `precision` float16/bfloat16: the
-    products in that precision on `scan_device`, re-checked in float32 where it could matter."""
+    corpus instead of the exact scan, re-scoring its candidates exactly; `precision` (scan.PRECISIONS or
+    auto, the fastest for `scan_device`): the products' precision, re-checked exactly where it could matter."""
     runner = runner or LocalRunner()
     out = Path(out)
     threshold = standard_threshold(embedder.recipe.family) if threshold is None else threshold
@@ -89,6 +89,7 @@ def scan_source(source: EvalSource, corpus: str | Path, out: str | Path, embedde
     work = out / "work" / f"{source.name}-{hashlib.sha256(source.description.encode()).hexdigest()[:12]}"
     vectors, ids = eval_embeddings(source, embedder, work)
     if index is None:
+        precision = scan.resolve_precision(precision, scan_device)
         result = scan.scan_shards(vectors, [(s.name, s.vectors, s.offset) for s in shards], work, k=k,
                                   count_above=threshold, runner=runner, precision=precision,
                                   device=scan_device)  # fmt: skip

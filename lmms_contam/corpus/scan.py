@@ -56,13 +56,26 @@ def merge(a: TopK, b: TopK) -> TopK:
     return TopK(np.take_along_axis(sims, order, axis=1), np.take_along_axis(ids, order, axis=1), a.above + b.above)
 
 
-PRECISIONS = {"float32": None, "float16": 2.0**-11, "bfloat16": 2.0**-8}  # name -> unit roundoff
+UNIT_ROUNDOFF = {"float16": 2.0**-11, "bfloat16": 2.0**-8}  # the device precisions
+PRECISIONS = ("float32", "int8", *UNIT_ROUNDOFF)
+
+
+def resolve_precision(precision: str, device: str) -> str:
+    """`auto`: the fastest exact mode for `device`: int8 on a CPU with oneDNN (else float32), float16 on
+    an accelerator. Every mode gives the exact scan's results."""
+    if precision != "auto":
+        return precision
+    if device != "cpu":
+        return "float16"
+    from lmms_contam.corpus.int8 import available
+
+    return "int8" if available() else "float32"
 
 
 def rounding_bound(precision: str, dim: int) -> float:
     """Largest |reduced - exact| cosine of two unit vectors: both rounded (2u), fp32 accumulation (d * 2^-24),
     doubled for safety."""
-    return 2 * (2 * PRECISIONS[precision] + dim * 2.0**-24)
+    return 2 * (2 * UNIT_ROUNDOFF[precision] + dim * 2.0**-24)
 
 
 def _finite_block(corpus: np.ndarray, start: int, chunk: int, offset: int):
@@ -87,16 +100,23 @@ TILE_BYTES = 32 << 20  # products per tile: about the L3 cache, so screening rea
 ROW_BLOCK = 8192  # eval rows per tile at most, so that tiles stay wide enough for an efficient product
 
 
+def tile_layout(n_eval: int) -> tuple[list[tuple[int, int]], int]:
+    """Eval row blocks of at most ROW_BLOCK rows, and the corpus rows per tile (a multiple of 64) that
+    keeps a tile of float32 products within TILE_BYTES."""
+    edges = np.linspace(0, n_eval, -(-n_eval // ROW_BLOCK) + 1).astype(int)
+    row_blocks = list(zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True))
+    widest = max(stop - start for start, stop in row_blocks)
+    return row_blocks, max(1, TILE_BYTES // 4 // widest // 64) * 64
+
+
 class ProductTiles:
     """Products of the eval rows with a corpus block, a cache-sized tile at a time, into one reused buffer."""
 
     def __init__(self, eval_rows: np.ndarray):
         import torch
 
-        edges = np.linspace(0, len(eval_rows), -(-len(eval_rows) // ROW_BLOCK) + 1).astype(int)
-        self.row_blocks = list(zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True))  # at most ROW_BLOCK each
+        self.row_blocks, self.width = tile_layout(len(eval_rows))
         widest = max(stop - start for start, stop in self.row_blocks)
-        self.width = max(1, TILE_BYTES // 4 // widest // 64) * 64  # corpus rows per product; aligned tile rows
         self.buffer = torch.empty(widest * self.width)  # torch's allocation: products into numpy's ran slower
         self.eval_rows = torch.from_numpy(eval_rows)
 
@@ -126,6 +146,27 @@ def _scan_exact(queries: np.ndarray, corpus: np.ndarray, offset: int, k: int, ch
         for first, last, column, tile in tiles(_finite_block(corpus, start, chunk, offset)):
             screen_tile(tile, offset + start + column, best.sims[first:last], best.ids[first:last],
                         best.above[first:last], count_above)  # fmt: skip
+    return best
+
+
+def _scan_int8(queries: np.ndarray, corpus: np.ndarray, offset: int, k: int, chunk: int,
+               count_above: float) -> TopK:  # fmt: skip
+    """Integer products tile by tile (int8.py), every entry they cannot rule out recomputed exactly."""
+    from lmms_contam.corpus.int8 import Int8Tiles, quantize
+    from lmms_contam.corpus.screen import screen_int8_tile
+
+    best = TopK.empty(len(queries), k)
+    if not len(queries):
+        return best
+    tiles = Int8Tiles(queries, *tile_layout(len(queries)))
+    for start in range(0, len(corpus), chunk):
+        block = _finite_block(corpus, start, chunk, offset).numpy()
+        quantized = quantize(block, corpus_side=True)
+        bounds = quantized.corpus_bounds()
+        for first, last, column, tile in tiles(quantized):
+            screen_int8_tile(tile, bounds[:, column:], offset + start + column, block[column:],
+                             tiles.eval_bounds[:, first:last], queries[first:last], best.sims[first:last],
+                             best.ids[first:last], best.above[first:last], count_above)  # fmt: skip
     return best
 
 
@@ -159,8 +200,9 @@ def scan_matrix(eval_vectors: np.ndarray, corpus: np.ndarray, offset: int, k: in
                 device: str = "cpu") -> TopK:  # fmt: skip
     """Top-k of eval_vectors (n, d) against corpus rows (m, d), whose global ids start at `offset`.
 
-    `precision` float16/bfloat16 computes the product in that precision on `device` (a GPU's fast path)
-    and re-checks near the top-k boundary and the threshold in float32, so results stay exact.
+    `precision` int8 computes the products in 8-bit integers on the CPU (int8.py), float16/bfloat16 in
+    that precision on `device` (a GPU's fast path); both recompute in float32 or better every entry that
+    could be in the top-k or above the threshold, so results stay exact.
     """
     if eval_vectors.ndim != 2 or corpus.ndim != 2 or eval_vectors.shape[1] != corpus.shape[1]:
         raise ValueError(f"dimension mismatch: eval {eval_vectors.shape}, corpus {corpus.shape}")
@@ -174,6 +216,10 @@ def scan_matrix(eval_vectors: np.ndarray, corpus: np.ndarray, offset: int, k: in
         raise ValueError(f"eval vector {bad[0]} holds NaN or infinite values")
     if precision == "float32":
         return _scan_exact(queries, corpus, offset, k, chunk, count_above)
+    if precision == "int8":
+        if device != "cpu":
+            raise ValueError(f"precision int8 runs on the CPU, not {device}; use float16 or bfloat16 there")
+        return _scan_int8(queries, corpus, offset, k, chunk, count_above)
     import torch
 
     reduced = torch.from_numpy(queries).to(device, getattr(torch, precision))
