@@ -159,3 +159,44 @@ def test_scan_finds_the_eval_images_in_an_embedded_folder(folder_corpus, tmp_pat
     matches = {r["original_id"]: r for r in found}
     for i in range(4):
         assert matches[str(i)]["top_captions"][0] == f"a copy of eval item {i}"
+
+
+def test_local_embedding_holds_a_bounded_number_of_images_ahead_of_the_model():
+    """Decoding runs ahead of the model by at most `ahead` images (a shard of 100,000 decoded images would
+    not fit in memory), in order, with unreadable images skipped where they stand."""
+    import threading
+    import time
+
+    from lmms_contam.corpus.embed import PixelEmbedder
+    from lmms_contam.corpus.ingest import CorpusRecord, LocalEmbedding
+
+    class Watched(PixelEmbedder):
+        batch_size = 4
+
+        def __init__(self):
+            super().__init__()
+            self.prepared, self.most_ahead, self.lock = 0, 0, threading.Lock()
+
+        def prepare(self, image):
+            with self.lock:
+                self.prepared += 1
+            return super().prepare(image)
+
+        def embed_prepared(self, prepared):
+            rows = []
+            for row in prepared:
+                rows.append(row)
+                time.sleep(0.005)  # a slow model: decoding would run far ahead if nothing held it back
+                self.most_ahead = max(self.most_ahead, self.prepared - len(rows))
+            return super().embed_prepared(rows)
+
+    photos = real_photos(size=48) * 4
+    records = [CorpusRecord(f"{i}.png", data, "", "") for i, data in enumerate(photos)]
+    records.insert(7, CorpusRecord("broken.jpg", b"not an image", "", ""))
+    embedder = Watched()
+    shard = LocalEmbedding(embedder, decode_threads=4).embed_shard(records)
+    assert 0 < embedder.most_ahead <= 2 * embedder.batch_size + 1
+    assert [r.key for r in shard.kept] == [f"{i}.png" for i in range(len(photos))]
+    assert [s["source"] for s in shard.skipped] == ["broken.jpg"]
+    expected = PixelEmbedder().embed([Image.open(io.BytesIO(data)) for data in photos])
+    np.testing.assert_array_equal(shard.vectors, expected)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import io
+import itertools
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -66,20 +68,36 @@ def decode(data: bytes, where: str) -> Image.Image:
         raise ValueError(f"{where}: unreadable image ({exc})") from exc
 
 
-class TorchEmbedder:
+class Embedder:
+    """Embedding in two steps: `prepare` one image (thread-safe, so a pipeline runs it on decode threads
+    while the model works), then `embed_prepared` a stream of prepared images, in order."""
+
+    def prepare(self, image: Image.Image):
+        raise NotImplementedError
+
+    def embed_prepared(self, prepared: Iterable) -> np.ndarray:
+        raise NotImplementedError
+
+    def embed(self, images: list[Image.Image]) -> np.ndarray:
+        return self.embed_prepared(self.prepare(image) for image in images)
+
+
+class TorchEmbedder(Embedder):
     """Shared batching: preprocess to RGB tensors, run `features`, L2-normalise, store in the recipe's dtype."""
 
     def features(self, batch):
         raise NotImplementedError
 
-    def embed(self, images: list[Image.Image]) -> np.ndarray:
+    def prepare(self, image: Image.Image):
+        return self.preprocess(to_rgb(image))
+
+    def embed_prepared(self, prepared: Iterable) -> np.ndarray:
         import torch
 
-        outputs = []
+        outputs, prepared = [], iter(prepared)
         with torch.no_grad():
-            for start in range(0, len(images), self.batch_size):
-                batch = torch.stack([self.preprocess(to_rgb(im)) for im in images[start : start + self.batch_size]])
-                features = self.features(batch.to(self.device)).float()
+            while batch := list(itertools.islice(prepared, self.batch_size)):
+                features = self.features(torch.stack(batch).to(self.device)).float()
                 outputs.append(torch.nn.functional.normalize(features, dim=-1).cpu().numpy())
         vectors = np.concatenate(outputs) if outputs else np.zeros((0, 0), dtype=np.float32)
         return vectors.astype(self.recipe.dtype)
@@ -182,7 +200,7 @@ def standard_threshold(recipe_family: str) -> float:
     return {"efficientnet_lite0": OFFLINE_THRESHOLD, "pixels": PIXEL_THRESHOLD}.get(recipe_family, CLIP_THRESHOLD)
 
 
-class PixelEmbedder:
+class PixelEmbedder(Embedder):
     """Mean-centred raw pixels at a fixed size: a copy detector for tiny procedural images.
 
     Learned features put the synthetic benchmark's unrelated 32x32 scenes at cosine 0.88-0.98, so no
@@ -197,10 +215,13 @@ class PixelEmbedder:
         steps = f"resize to {size}x{size} (nearest), subtract the image's mean, L2-normalise"
         self.recipe = Recipe("pixels", f"RGB pixels {size}x{size}", "none", steps, dtype)
 
-    def embed(self, images: list[Image.Image]) -> np.ndarray:
+    def prepare(self, image: Image.Image) -> np.ndarray:
         size = (self.size, self.size)
-        pixels = np.stack([np.asarray(to_rgb(im).resize(size, Image.Resampling.NEAREST), dtype=np.float32).ravel()
-                           for im in images]) if images else np.zeros((0, 3 * self.size**2), np.float32)  # fmt: skip
+        return np.asarray(to_rgb(image).resize(size, Image.Resampling.NEAREST), dtype=np.float32).ravel()
+
+    def embed_prepared(self, prepared: Iterable) -> np.ndarray:
+        rows = list(prepared)
+        pixels = np.stack(rows) if rows else np.zeros((0, 3 * self.size**2), np.float32)
         pixels -= pixels.mean(axis=1, keepdims=True)
         pixels /= np.maximum(np.linalg.norm(pixels, axis=1, keepdims=True), 1e-12)
         return pixels.astype(self.recipe.dtype)

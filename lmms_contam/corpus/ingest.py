@@ -11,6 +11,7 @@ images are converted (see embed.to_rgb).
 
 from __future__ import annotations
 
+import collections
 import itertools
 import json
 import tarfile
@@ -124,13 +125,6 @@ def records(source: str | Path, image_column: str = "image") -> Iterator[CorpusR
     return _from_folder(source)
 
 
-def _decoded(record: CorpusRecord):
-    try:
-        return decode(record.data, record.key)
-    except ValueError as exc:
-        return exc
-
-
 @dataclass
 class EmbeddedShard:
     kept: list[CorpusRecord]
@@ -139,20 +133,44 @@ class EmbeddedShard:
 
 
 class LocalEmbedding:
-    """Decode on threads (PIL frees the GIL), then embed in this process."""
+    """Decode and prepare images on threads (PIL and torch free the GIL) a few batches ahead of the
+    model, which embeds in this process meanwhile: at most `ahead` decoded images are held at once."""
 
     def __init__(self, embedder, decode_threads: int = 4) -> None:
         self.embedder, self.pool = embedder, ThreadPoolExecutor(max_workers=decode_threads)
+        self.ahead = 2 * embedder.batch_size
+
+    def _prepared(self, record: CorpusRecord):
+        try:
+            image = decode(record.data, record.key)
+        except ValueError as exc:
+            return exc
+        return self.embedder.prepare(image)
+
+    def _in_order(self, chunk: list[CorpusRecord]) -> Iterator[tuple[CorpusRecord, object]]:
+        """(record, its prepared image or its decoding error), in order, at most `ahead` in flight."""
+        pending = collections.deque()
+        for record in chunk:
+            pending.append((record, self.pool.submit(self._prepared, record)))
+            if len(pending) > self.ahead:
+                first, future = pending.popleft()
+                yield first, future.result()
+        for record, future in pending:
+            yield record, future.result()
 
     def embed_shard(self, chunk: list[CorpusRecord]) -> EmbeddedShard:
-        kept, images, skipped = [], [], []
-        for record, image in zip(chunk, self.pool.map(_decoded, chunk), strict=True):
-            if isinstance(image, Exception):
-                skipped.append({"source": record.key, "reason": str(image)})
-            else:
-                kept.append(record)
-                images.append(image)
-        return EmbeddedShard(kept, self.embedder.embed(images) if images else None, skipped)
+        kept, skipped = [], []
+
+        def images() -> Iterator:
+            for record, item in self._in_order(chunk):
+                if isinstance(item, Exception):
+                    skipped.append({"source": record.key, "reason": str(item)})
+                else:
+                    kept.append(record)
+                    yield item
+
+        vectors = self.embedder.embed_prepared(images())
+        return EmbeddedShard(kept, vectors if kept else None, skipped)
 
 
 def _write_shard(out: Path, number: int, kept: list[CorpusRecord], vectors: np.ndarray | None,
