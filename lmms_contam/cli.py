@@ -241,8 +241,8 @@ def _embed_corpus(args: argparse.Namespace) -> int:
             from lmms_contam.corpus.runners import make_runner
 
             make_runner(args.ray)  # connects to (or starts) the cluster
-            engine = RayDataEmbedding(args.embedder, args.device, args.actors, args.gpus_per_actor,
-                                      batch_size=embedder.batch_size)  # fmt: skip
+            engine = RayDataEmbedding(args.embedder, embedder.preparer, args.device, args.actors,
+                                      args.gpus_per_actor, batch_size=embedder.batch_size)  # fmt: skip
         summary = embed_corpus(args.source, args.out, embedder, shard_size=args.shard_size,
                                image_column=args.image_column, engine=engine)  # fmt: skip
     except (ValueError, FileNotFoundError) as exc:

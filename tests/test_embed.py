@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import pickle
 
 import numpy as np
 import pytest
@@ -56,6 +57,14 @@ def test_vectors_are_unit_length_and_the_recipe_names_the_weights(tiny_clip, pho
     assert np.array_equal(np.asarray(loaded), vectors)
     again = OpenClipEmbedder("lmms-contam-tiny-clip", pretrained=tiny_clip).embed(photos)
     assert np.array_equal(again, vectors)
+    assert_preparer_travels_alone(embedder, photos[0])
+
+
+def assert_preparer_travels_alone(embedder, photo):
+    """Ray Data's CPU workers get the preprocessing pickled: without the weights, and doing the same."""
+    shipped = pickle.dumps(embedder.preparer)
+    assert len(shipped) < 10_000, f"{len(shipped)} bytes: the model went along"
+    assert torch.equal(pickle.loads(shipped)(photo), embedder.prepare(photo))
 
 
 def test_recipes_never_mix_and_bad_vectors_are_refused(tiny_clip, photos, tmp_path):
@@ -152,3 +161,4 @@ def test_hugging_face_clip_from_a_local_folder(photos, tmp_path):
     assert '"crop_size": {"height": 48' in embedder.recipe.preprocessing
     assert np.array_equal(make_embedder(f"hf_clip:{tmp_path / 'clip'}").embed(photos), vectors)
     assert len({v.tobytes() for v in vectors}) == 4, "different photos, different vectors"
+    assert_preparer_travels_alone(embedder, photos[0])

@@ -161,9 +161,12 @@ def test_scan_finds_the_eval_images_in_an_embedded_folder(folder_corpus, tmp_pat
         assert matches[str(i)]["top_captions"][0] == f"a copy of eval item {i}"
 
 
-def test_local_embedding_holds_a_bounded_number_of_images_ahead_of_the_model():
-    """Decoding runs ahead of the model by at most `ahead` images (a shard of 100,000 decoded images would
-    not fit in memory), in order, with unreadable images skipped where they stand."""
+@pytest.mark.parametrize("device", ["cuda", "cpu"])
+def test_local_embedding_holds_a_bounded_number_of_images_ahead_of_the_model(device):
+    """For a model on an accelerator, decoding threads run ahead of it by at most `ahead` images (a
+    shard of 100,000 decoded images would not fit in memory); beside a model on the CPU, images are
+    prepared on its own thread as each batch fills. Either way in order, unreadable images skipped
+    where they stand."""
     import threading
     import time
 
@@ -175,11 +178,14 @@ def test_local_embedding_holds_a_bounded_number_of_images_ahead_of_the_model():
 
         def __init__(self):
             super().__init__()
+            self.device = device  # decides the default decoding; pixels are computed on the CPU anyway
             self.prepared, self.most_ahead, self.lock = 0, 0, threading.Lock()
+            self.threads = set()
 
         def prepare(self, image):
             with self.lock:
                 self.prepared += 1
+                self.threads.add(threading.get_ident())
             return super().prepare(image)
 
         def embed_prepared(self, prepared):
@@ -194,8 +200,12 @@ def test_local_embedding_holds_a_bounded_number_of_images_ahead_of_the_model():
     records = [CorpusRecord(f"{i}.png", data, "", "") for i, data in enumerate(photos)]
     records.insert(7, CorpusRecord("broken.jpg", b"not an image", "", ""))
     embedder = Watched()
-    shard = LocalEmbedding(embedder, decode_threads=4).embed_shard(records)
-    assert 0 < embedder.most_ahead <= 2 * embedder.batch_size + 1
+    shard = LocalEmbedding(embedder).embed_shard(records)
+    if device == "cpu":
+        assert embedder.most_ahead == 0 and embedder.threads == {threading.get_ident()}
+    else:
+        assert 0 < embedder.most_ahead <= 2 * embedder.batch_size + 1
+        assert threading.get_ident() not in embedder.threads
     assert [r.key for r in shard.kept] == [f"{i}.png" for i in range(len(photos))]
     assert [s["source"] for s in shard.skipped] == ["broken.jpg"]
     expected = PixelEmbedder().embed([Image.open(io.BytesIO(data)) for data in photos])

@@ -93,7 +93,7 @@ def test_ray_data_embedding_writes_the_in_process_corpus(cluster, tmp_path):
     source = write_folder(tmp_path / "images", corpus_files())
     embedder = EfficientNetLite0Embedder()
     local = embed_corpus(source, tmp_path / "local", embedder, shard_size=5)
-    engine = RayDataEmbedding("efficientnet-lite0", actors=1, batch_size=4)
+    engine = RayDataEmbedding("efficientnet-lite0", embedder.preparer, actors=1, batch_size=4)
     on_ray = embed_corpus(source, tmp_path / "ray", embedder, shard_size=5, engine=engine)
     assert {k: on_ray[k] for k in ("shards", "embedded", "skipped")} == {
         k: local[k] for k in ("shards", "embedded", "skipped")

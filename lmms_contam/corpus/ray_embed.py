@@ -1,8 +1,9 @@
-"""Corpus embedding on a Ray cluster: Ray Data streams a shard's images through a pool of embedder actors.
+"""Corpus embedding on a Ray cluster: Ray Data streams a shard's images through two stages.
 
-Each actor builds its embedder once from the same spec as the driver's (GPU actors when asked) and
-decodes and embeds whole batches, so decoding runs in the actors, beside the model. Results come
-back in source order and go through the same shard writer as the in-process path.
+CPU tasks decode and prepare batches (the embedder's `Preparer`, shipped without the model) while a
+pool of embedder actors (GPU actors when asked) runs the model on batches already prepared, so the
+model never waits for decoding. Results come back in source order and go through the same shard
+writer as the in-process path.
 """
 
 from __future__ import annotations
@@ -10,11 +11,27 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image
 
-from lmms_contam.corpus.embed import decode
+from lmms_contam.corpus.embed import Preparer, decode
 from lmms_contam.corpus.ingest import CorpusRecord, EmbeddedShard
 
 
-class EmbedBatch:
+def prepare_batch(batch: dict[str, np.ndarray], preparer: Preparer, shape: tuple[int, ...],
+                  dtype: str) -> dict[str, np.ndarray]:  # fmt: skip
+    """The CPU stage: an image that cannot be decoded keeps its row (zeros) and gets its reason."""
+    prepared = np.zeros((len(batch["key"]), *shape), dtype=dtype)
+    reasons = []
+    for row, (key, data) in enumerate(zip(batch["key"], batch["data"], strict=True)):
+        try:
+            image = decode(bytes(data), str(key))
+        except ValueError as exc:
+            reasons.append(str(exc))
+            continue
+        prepared[row] = np.asarray(preparer(image))
+        reasons.append("")
+    return {"position": batch["position"], "prepared": prepared, "reason": np.array(reasons, dtype=object)}
+
+
+class EmbedPrepared:
     """A Ray Data actor: one embedder per actor, reused for every batch."""
 
     def __init__(self, spec: str, device: str) -> None:
@@ -24,38 +41,39 @@ class EmbedBatch:
         self.dim = self.embedder.embed([Image.new("RGB", (32, 32))]).shape[1]
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        images, reasons = [], []
-        for key, data in zip(batch["key"], batch["data"], strict=True):
-            try:
-                images.append(decode(bytes(data), str(key)))
-                reasons.append("")
-            except ValueError as exc:
-                reasons.append(str(exc))
-        ok = np.array([not reason for reason in reasons])
-        vectors = np.zeros((len(reasons), self.dim), dtype=np.float32)
-        if images:
-            vectors[ok] = self.embedder.embed(images).astype(np.float32)
-        return {"position": batch["position"], "vector": vectors, "reason": np.array(reasons, dtype=object)}
+        ok = batch["reason"] == ""
+        vectors = np.zeros((len(ok), self.dim), dtype=np.float32)
+        if ok.any():
+            vectors[ok] = self.embedder.embed_prepared(iter(batch["prepared"][ok])).astype(np.float32)
+        return {"position": batch["position"], "vector": vectors, "reason": batch["reason"]}
 
 
 class RayDataEmbedding:
-    """Embeds a shard with `actors` embedder actors (each with `gpus` GPUs) on the connected Ray cluster."""
+    """Embeds a shard on the connected Ray cluster: `preparer` (the driver's embedder's) on CPU tasks,
+    then `actors` actors of the embedder `spec`, each with `gpus` GPUs."""
 
-    def __init__(self, spec: str, device: str = "cpu", actors: int = 1, gpus: float = 0.0,
+    def __init__(self, spec: str, preparer: Preparer, device: str = "cpu", actors: int = 1, gpus: float = 0.0,
                  batch_size: int = 32) -> None:  # fmt: skip
         import ray
 
         if not ray.is_initialized():
             raise ValueError("RayDataEmbedding needs a connected Ray cluster (corpus.runners.RayRunner)")
-        self.ray, self.spec, self.device = ray, spec, device
+        self.ray, self.spec, self.preparer, self.device = ray, spec, preparer, device
         self.actors, self.gpus, self.batch_size = actors, gpus, batch_size
+        blank = np.asarray(preparer(Image.new("RGB", (32, 32))))
+        self.prepared_shape, self.prepared_dtype = blank.shape, str(blank.dtype)
 
     def embed_shard(self, chunk: list[CorpusRecord]) -> EmbeddedShard:
         context = self.ray.data.DataContext.get_current()
         context.execution_options.preserve_order = True
         rows = [{"position": i, "key": r.key, "data": r.data} for i, r in enumerate(chunk)]
-        embedded = self.ray.data.from_items(rows).map_batches(
-            EmbedBatch, fn_constructor_args=(self.spec, self.device), batch_size=self.batch_size,
+        prepared = self.ray.data.from_items(rows).map_batches(
+            prepare_batch, fn_kwargs={"preparer": self.preparer, "shape": self.prepared_shape,
+                                      "dtype": self.prepared_dtype},
+            batch_size=self.batch_size, batch_format="numpy",
+        )  # fmt: skip
+        embedded = prepared.map_batches(
+            EmbedPrepared, fn_constructor_args=(self.spec, self.device), batch_size=self.batch_size,
             concurrency=self.actors, num_gpus=self.gpus, batch_format="numpy",
         )  # fmt: skip
         positions, vectors, reasons = [], [], []
