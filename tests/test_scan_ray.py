@@ -14,7 +14,7 @@ from benchmark_copies import write_benchmark_copies, write_corpus_folder
 from test_ingest import corpus_files, write_folder
 
 from lmms_contam.corpus.embed import EfficientNetLite0Embedder
-from lmms_contam.corpus.ingest import embed_corpus
+from lmms_contam.corpus.ingest import embed_corpus, records
 from lmms_contam.corpus.ray_embed import RayDataEmbedding
 from lmms_contam.corpus.runners import LocalRunner, RayRunner
 from lmms_contam.corpus.scan import scan_shards
@@ -22,7 +22,10 @@ from lmms_contam.corpus.scan import scan_shards
 
 @pytest.fixture(scope="module")
 def cluster():
-    runner = RayRunner(num_cpus=2)
+    # One GPU declared as a resource (none is used: the embedder stays on the CPU), so that Ray
+    # schedules GPU actors here as it would on a GPU node.
+    ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False)
+    runner = RayRunner()
     yield runner
     ray.shutdown()
 
@@ -89,11 +92,17 @@ def test_scan_command_with_ray_writes_what_the_in_process_scan_writes(tmp_path):
     assert local["top_captions"].map(list).tolist() == on_ray["top_captions"].map(list).tolist()
 
 
-def test_ray_data_embedding_writes_the_in_process_corpus(cluster, tmp_path):
+@pytest.mark.parametrize("gpus", [0, 1])
+def test_ray_data_embedding_writes_the_in_process_corpus(cluster, tmp_path, gpus):
     source = write_folder(tmp_path / "images", corpus_files())
     embedder = EfficientNetLite0Embedder()
     local = embed_corpus(source, tmp_path / "local", embedder, shard_size=5)
-    engine = RayDataEmbedding("efficientnet-lite0", embedder.preparer, actors=1, batch_size=4)
+    engine = RayDataEmbedding("efficientnet-lite0", embedder.preparer, actors=1, gpus=gpus, batch_size=4)
+    # GPU actors get prepared batches from CPU tasks; CPU actors decode themselves (Ray Data fuses them).
+    stats = engine.dataset(list(records(source))[:5]).materialize().stats().splitlines()
+    stages = [line.split(":")[0].split(" ", 2)[2] for line in stats if line.startswith("Operator")]
+    fused = "MapBatches(prepare_batch)->MapBatches(EmbedPrepared)"
+    assert stages[1:] == (["MapBatches(prepare_batch)", "MapBatches(EmbedPrepared)"] if gpus else [fused])
     on_ray = embed_corpus(source, tmp_path / "ray", embedder, shard_size=5, engine=engine)
     assert {k: on_ray[k] for k in ("shards", "embedded", "skipped")} == {
         k: local[k] for k in ("shards", "embedded", "skipped")

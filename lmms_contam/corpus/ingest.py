@@ -15,7 +15,7 @@ import collections
 import itertools
 import json
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -132,6 +132,15 @@ class EmbeddedShard:
     skipped: list[dict]  # {"source", "reason"}
 
 
+def prepared_or_error(data: bytes, where: str, prepare: Callable):
+    """The prepared image, or the ValueError saying why `data` is not an image (a recorded skip)."""
+    try:
+        image = decode(data, where)
+    except ValueError as exc:
+        return exc
+    return prepare(image)
+
+
 def default_decode_threads(embedder) -> int:
     """4 threads decoding ahead of a model on an accelerator; none beside a model on the CPU.
 
@@ -158,11 +167,7 @@ class LocalEmbedding:
         self.ahead = 2 * embedder.batch_size
 
     def _prepared(self, record: CorpusRecord):
-        try:
-            image = decode(record.data, record.key)
-        except ValueError as exc:
-            return exc
-        return self.embedder.prepare(image)
+        return prepared_or_error(record.data, record.key, self.embedder.prepare)
 
     def _in_order(self, chunk: list[CorpusRecord]) -> Iterator[tuple[CorpusRecord, object]]:
         """(record, its prepared image or its decoding error), in order, at most `ahead` in flight."""

@@ -1,9 +1,10 @@
 """Corpus embedding on a Ray cluster: Ray Data streams a shard's images through two stages.
 
 CPU tasks decode and prepare batches (the embedder's `Preparer`, shipped without the model) while a
-pool of embedder actors (GPU actors when asked) runs the model on batches already prepared, so the
-model never waits for decoding. Results come back in source order and go through the same shard
-writer as the in-process path.
+pool of GPU actors runs the model on batches already prepared, so the GPUs do not wait for decoding.
+With CPU actors, Ray Data fuses the two stages into the actors (their resources match), which on a
+CPU is the cheaper order anyway (see ingest.default_decode_threads). Results come back in source
+order and go through the same shard writer as the in-process path.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image
 
-from lmms_contam.corpus.embed import Preparer, decode
-from lmms_contam.corpus.ingest import CorpusRecord, EmbeddedShard
+from lmms_contam.corpus.embed import Preparer
+from lmms_contam.corpus.ingest import CorpusRecord, EmbeddedShard, prepared_or_error
 
 
 def prepare_batch(batch: dict[str, np.ndarray], preparer: Preparer, shape: tuple[int, ...],
@@ -21,13 +22,12 @@ def prepare_batch(batch: dict[str, np.ndarray], preparer: Preparer, shape: tuple
     prepared = np.zeros((len(batch["key"]), *shape), dtype=dtype)
     reasons = []
     for row, (key, data) in enumerate(zip(batch["key"], batch["data"], strict=True)):
-        try:
-            image = decode(bytes(data), str(key))
-        except ValueError as exc:
-            reasons.append(str(exc))
-            continue
-        prepared[row] = np.asarray(preparer(image))
-        reasons.append("")
+        item = prepared_or_error(bytes(data), str(key), preparer)
+        if isinstance(item, ValueError):
+            reasons.append(str(item))
+        else:
+            prepared[row] = np.asarray(item)
+            reasons.append("")
     return {"position": batch["position"], "prepared": prepared, "reason": np.array(reasons, dtype=object)}
 
 
@@ -63,7 +63,8 @@ class RayDataEmbedding:
         blank = np.asarray(preparer(Image.new("RGB", (32, 32))))
         self.prepared_shape, self.prepared_dtype = blank.shape, str(blank.dtype)
 
-    def embed_shard(self, chunk: list[CorpusRecord]) -> EmbeddedShard:
+    def dataset(self, chunk: list[CorpusRecord]):
+        """The lazy Ray Data pipeline for one shard: rows of position, vector and skip reason."""
         context = self.ray.data.DataContext.get_current()
         context.execution_options.preserve_order = True
         rows = [{"position": i, "key": r.key, "data": r.data} for i, r in enumerate(chunk)]
@@ -72,12 +73,14 @@ class RayDataEmbedding:
                                       "dtype": self.prepared_dtype},
             batch_size=self.batch_size, batch_format="numpy",
         )  # fmt: skip
-        embedded = prepared.map_batches(
+        return prepared.map_batches(
             EmbedPrepared, fn_constructor_args=(self.spec, self.device), batch_size=self.batch_size,
-            concurrency=self.actors, num_gpus=self.gpus, batch_format="numpy",
+            compute=self.ray.data.ActorPoolStrategy(size=self.actors), num_gpus=self.gpus, batch_format="numpy",
         )  # fmt: skip
+
+    def embed_shard(self, chunk: list[CorpusRecord]) -> EmbeddedShard:
         positions, vectors, reasons = [], [], []
-        for batch in embedded.iter_batches(batch_size=None, batch_format="numpy"):
+        for batch in self.dataset(chunk).iter_batches(batch_size=None, batch_format="numpy"):
             positions += batch["position"].tolist()
             vectors.append(batch["vector"])
             reasons += batch["reason"].tolist()
