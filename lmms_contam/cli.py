@@ -47,6 +47,9 @@ def _report(args: argparse.Namespace) -> int:
     except (ReportInputError, ValueError) as exc:
         print(f"lmms-contam report: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # an output that cannot be written: none was
+        print(f"lmms-contam report: cannot write the report ({exc}); no output was written", file=sys.stderr)
+        return 2
     if not (args.markdown or args.json or args.html):
         print(markdown)
     for label, path in (("markdown", args.markdown), ("json", args.json), ("html", args.html)):
@@ -104,6 +107,7 @@ def _perturb(args: argparse.Namespace) -> int:
     from itertools import islice
 
     from lmms_contam.benchmarks import loaders
+    from lmms_contam.llm import TooManyFailures
     from lmms_contam.perturb import pipeline
     from lmms_contam.perturb.config import PerturbConfig
     from lmms_contam.schema import PerturbedSetError
@@ -111,10 +115,16 @@ def _perturb(args: argparse.Namespace) -> int:
     try:
         config = PerturbConfig.from_yaml(args.config)
         items = loaders.items(args.benchmark, loaders.load_rows(args.benchmark, args.originals))
-        manifest = pipeline.run(args.benchmark, islice(items, args.limit), config, args.out, shard=_shard(args.shard))
+        manifest = pipeline.run(args.benchmark, islice(items, args.limit), config, args.out, shard=_shard(args.shard),
+                                max_failure_rate=args.max_failure_rate)  # fmt: skip
     except (ValueError, PerturbedSetError, FileNotFoundError) as exc:
         print(f"lmms-contam perturb: {exc}", file=sys.stderr)
         return 2
+    except TooManyFailures as exc:
+        print(f"lmms-contam perturb: no set written: {exc}. Counts in {Path(args.out) / 'data.manifest.json'}; "
+              "rerun the same command once the endpoint works (finished items are not repeated)",
+              file=sys.stderr)  # fmt: skip
+        return 1
     if "shard" in manifest:
         print(f"{args.benchmark}: shard {manifest['shard']} done in {args.out}/work; run without --shard to assemble")
         return 0
@@ -259,7 +269,7 @@ def _judge(args: argparse.Namespace) -> int:
     from lmms_contam.judge.candidates import MAX_CAPTION_CHARS, JudgeInputError
     from lmms_contam.judge.caption_judge import DEFAULT_TEMPLATE, JudgeSettings
     from lmms_contam.judge.run import judge_benchmark
-    from lmms_contam.llm import EndpointConfig
+    from lmms_contam.llm import EndpointConfig, TooManyFailures
 
     try:
         endpoint = second = settings = None
@@ -274,11 +284,16 @@ def _judge(args: argparse.Namespace) -> int:
                 second = endpoint
         summary = judge_benchmark(
             args.scans, args.benchmark, originals=args.originals, endpoint=endpoint, settings=settings,
-            second=second, threshold=args.threshold, top_k=args.top_k,
+            second=second, threshold=args.threshold, top_k=args.top_k, max_failure_rate=args.max_failure_rate,
         )  # fmt: skip
     except (JudgeInputError, ValueError, FileNotFoundError) as exc:
         print(f"lmms-contam judge: {exc}", file=sys.stderr)
         return 2
+    except TooManyFailures as exc:
+        print(f"lmms-contam judge: the judge's calls failed, no image-text rate: {exc}. Counts in "
+              f"{Path(args.scans) / (args.benchmark + '.judge.json')}; rerun once the endpoint works (verdicts "
+              "already made are not asked again)", file=sys.stderr)  # fmt: skip
+        return 1
     n = summary["samples"]
     print(f"{args.benchmark}: {summary['matched_with_captions']} of {n} samples have captioned matches above "
           f"{summary['threshold']}; n-gram pre-filter rate {summary['prefilter_rate']:.3f}")  # fmt: skip
@@ -350,6 +365,19 @@ def _add_embedder_arguments(command: argparse.ArgumentParser, default: str = "op
         f"(transformers CLIP) or efficientnet-lite0 (offline); default {default}",
     )
     command.add_argument("--device", default="cpu", help="torch device for the embedder")
+
+
+def _rate(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {value}")
+    return value
+
+
+def _add_failure_rate_argument(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--max-failure-rate", type=_rate, default=0.5, metavar="SHARE",
+                         help="exit 1 (counts kept, no result claimed) when a stage's API calls fail for more than "
+                         "this share of its items, or for all of them (default 0.5)")  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -455,6 +483,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="then push the set to this hub dataset repository (created if missing; token: "
                          "HF_TOKEN or `hf auth login`)")  # fmt: skip
     perturb.add_argument("--private", action="store_true", help="create the hub repository as private")
+    _add_failure_rate_argument(perturb)
     perturb.set_defaults(run=_perturb)
 
     push = commands.add_parser(
@@ -602,6 +631,7 @@ def build_parser() -> argparse.ArgumentParser:
     agreement.add_argument("--second-model", help="judge again with this model and report the agreement rate")
     agreement.add_argument("--judge-twice", action="store_true", help="judge again with another seed, for agreement")
     judge.add_argument("--prefilter-only", action="store_true", help="the n-gram pre-filter alone, no API calls")
+    _add_failure_rate_argument(judge)
     judge.set_defaults(run=_judge)
 
     demo = commands.add_parser(

@@ -24,6 +24,14 @@ def strict_decoding() -> Iterator[None]:
         ImageFile.LOAD_TRUNCATED_IMAGES = lenient
 
 
+def decoding_error(error: Exception) -> str:
+    """Why bytes are not an image, in words that are the same on every run (PIL's "cannot identify"
+    message quotes the stream's repr, whose memory address differs each time)."""
+    if isinstance(error, Image.UnidentifiedImageError):
+        return "not an image format PIL can read"
+    return str(error)
+
+
 def stored_size(image: dict) -> tuple[int, int]:
     """Width and height of an undecoded datasets image ({"bytes", "path"}), read from its header."""
     source = io.BytesIO(image["bytes"]) if image.get("bytes") is not None else image["path"]

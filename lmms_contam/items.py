@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 from PIL import Image
 
+from lmms_contam.fingerprint import image_sha256
+
 
 @dataclass(frozen=True)
 class Item:
@@ -16,6 +18,12 @@ class Item:
     answer: str  # option letter (MMStar, RealWorldQA) or option text (NaturalBench)
     image: Image.Image
     extra: dict[str, str] = field(default_factory=dict)  # the benchmark's category fields
+
+    def fingerprint(self) -> dict:
+        """Everything a stage computed from this item could depend on (the image by its pixels)."""
+        return {"benchmark": self.benchmark, "original_id": self.original_id, "question": self.question,
+                "options": list(self.options), "answer": self.answer, "image": image_sha256(self.image),
+                "extra": self.extra}  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,10 @@
 
 Retries with backoff on 408/409/429/5xx, connection errors and timeouts (honouring Retry-After)
 are the `openai` SDK's own; this module adds what the pipelines need around it: configuration from
-a file or the environment, images sent inline, bounded concurrency, and token and cost accounting.
-The API key is read from the environment at call time and never stored in a config or manifest.
+a file or the environment, images sent inline, bounded concurrency, token and cost accounting, and a
+count of failed calls that the commands turn into a non-zero exit. The API key is read from the
+environment at call time and never stored in a config or manifest; every reply and error text
+that leaves this module is redacted (lmms_contam/redact.py).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from typing import TypeVar
 
 from PIL import Image
 from tqdm.auto import tqdm
+
+from lmms_contam.redact import environment_secrets, redact
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -83,6 +87,49 @@ class Usage:
                 "cost_usd": round(self.cost_usd, 6)}  # fmt: skip
 
 
+class CallOutcomes:
+    """Items whose API work failed (after the SDK's retries), and items that made a call and succeeded."""
+
+    def __init__(self, stage: str) -> None:
+        self.stage = stage
+        self._lock = threading.Lock()
+        self.failed = self.succeeded = 0
+        self.first_error = ""
+
+    def add_failure(self, message: str) -> None:
+        with self._lock:
+            self.failed += 1
+            self.first_error = self.first_error or message
+
+    def add_success(self) -> None:
+        with self._lock:
+            self.succeeded += 1
+
+    def problem(self, max_failure_rate: float) -> str | None:
+        """Why this stage's results cannot be trusted, or None: no call succeeded, or too many failed."""
+        attempted = self.failed + self.succeeded
+        if not self.failed:
+            return None
+        if not self.succeeded:
+            return f"{self.stage}: every API call failed ({self.failed} item(s)); first error: {self.first_error}"
+        if self.failed / attempted > max_failure_rate:
+            return (f"{self.stage}: {self.failed} of {attempted} item(s) failed, more than the allowed "
+                    f"{max_failure_rate:.0%} (--max-failure-rate); first error: {self.first_error}")  # fmt: skip
+        return None
+
+    def as_dict(self) -> dict:
+        return {"succeeded": self.succeeded, "failed": self.failed, "first_error": self.first_error}
+
+
+class TooManyFailures(RuntimeError):
+    """A command's API calls failed too often for its result to mean anything (exit 1, counts kept)."""
+
+
+def failure_problems(outcomes: Iterable[CallOutcomes], max_failure_rate: float) -> list[str]:
+    """Each stage's reason to distrust its results (CallOutcomes.problem), where it has one."""
+    return [problem for o in outcomes if (problem := o.problem(max_failure_rate))]
+
+
 class PromptTemplate:
     """A prompt template file, checked for the placeholders its stage fills."""
 
@@ -107,11 +154,14 @@ def image_part(image: Image.Image, max_side: int = 1024) -> dict:
 
 
 class ChatClient:
-    def __init__(self, config: EndpointConfig) -> None:
+    def __init__(self, config: EndpointConfig, stage: str = "API") -> None:
         from openai import OpenAI
 
         self.config = config
         self.usage = Usage()
+        self.outcomes = CallOutcomes(stage)
+        self._calls = threading.local()  # calls made by the item this thread is working on
+        self._secrets = environment_secrets(config.api_key_env)
         # Local servers take any key; OpenAI's API refuses a missing one with a clear error.
         key = os.environ.get(config.api_key_env) or ("not-needed" if config.base_url else None)
         self._client = OpenAI(
@@ -121,13 +171,25 @@ class ChatClient:
             timeout=config.timeout_s,
         )
 
+    def identity(self) -> dict:
+        """What decides the answers apart from the request: the model and the server it is asked on."""
+        return {"model": self.config.model, "base_url": str(self._client.base_url)}
+
+    def redact(self, text: str) -> str:
+        return redact(text, self._secrets)
+
+    def describe(self, error: BaseException) -> str:
+        """An error as text that may be stored or logged."""
+        return self.redact(f"{type(error).__name__}: {error}")
+
     def complete(self, messages: list[dict], **params) -> ChatResult:
         response = self._client.chat.completions.create(model=self.config.model, messages=messages, **params)
+        self._calls.count = getattr(self._calls, "count", 0) + 1
         usage = response.usage
         input_tokens = usage.prompt_tokens if usage else 0
         output_tokens = usage.completion_tokens if usage else 0
         result = ChatResult(
-            text=response.choices[0].message.content or "",
+            text=self.redact(response.choices[0].message.content or ""),
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             cost_usd=(
@@ -140,14 +202,20 @@ class ChatClient:
         return result
 
     def map(self, work: Callable[[T], R], items: Iterable[T], desc: str) -> list[R | BaseException]:
-        """Run `work` over items with bounded concurrency; a failure is returned in place, not raised."""
+        """Run `work` over items with bounded concurrency; a failure is returned in place, not raised, and
+        counted in `outcomes` (with an item that made a call and succeeded)."""
         items = list(items)
 
         def guarded(item: T) -> R | BaseException:
+            self._calls.count = 0
             try:
-                return work(item)
+                result = work(item)
             except Exception as exc:  # recorded per item by the caller
+                self.outcomes.add_failure(self.describe(exc))
                 return exc
+            if self._calls.count:
+                self.outcomes.add_success()
+            return result
 
         with ThreadPoolExecutor(max_workers=max(1, self.config.concurrency)) as pool:
             return list(tqdm(pool.map(guarded, items), total=len(items), desc=desc, disable=len(items) < 2))

@@ -18,7 +18,7 @@ from PIL import Image as PILImage
 from tqdm.auto import tqdm
 
 from lmms_contam.atomic import atomic_path
-from lmms_contam.imaging import strict_decoding
+from lmms_contam.imaging import decoding_error, strict_decoding
 
 SCHEMA_VERSION = 1
 
@@ -151,7 +151,7 @@ def _decode_or_fail(value: dict | None, where: str) -> None:
         with stream, PILImage.open(stream) as image:
             image.load()
     except (OSError, SyntaxError, ValueError) as exc:
-        raise PerturbedSetError(f"{where}: unreadable image ({exc})") from exc
+        raise PerturbedSetError(f"{where}: unreadable image ({decoding_error(exc)})") from exc
 
 
 def write_parquet(rows: Iterable[dict], benchmark: str, path: str | os.PathLike) -> Path:

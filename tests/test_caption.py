@@ -47,6 +47,53 @@ def test_caption_request_record_and_no_repeat_call(item, tmp_path):
     assert changed["template_sha256"] != record["template_sha256"]
 
 
+def test_a_stored_caption_is_reused_only_for_the_same_inputs(item, tmp_path):
+    """Each input changed in turn: the rerun asks again and stores what a fresh run would."""
+    import dataclasses
+
+    from PIL import ImageOps
+
+    def script(body, n):
+        return 200, completion(f"caption {n} by {body['model']}"), 0
+
+    settings = CaptionSettings.from_file(TEMPLATE)
+    with LoopbackServer(script) as server, LoopbackServer(script) as other_server:
+        client = ChatClient(EndpointConfig(model="gpt-4o", base_url=server.base_url, max_retries=0))
+        store = StageStore(tmp_path / "store")
+        write_caption(client, store, "mmstar-7", item, "B", settings)
+        changes = {
+            "image": (client, dataclasses.replace(item, image=ImageOps.mirror(item.image)), "B", settings),
+            "question": (client, dataclasses.replace(item, question=item.question + " Look closely."), "B", settings),
+            "options": (client, dataclasses.replace(item, options=("1", "2", "3", "5")), "B", settings),
+            "new answer": (client, item, "C", settings),
+            "model": (
+                ChatClient(EndpointConfig(model="gpt-4.1", base_url=server.base_url, max_retries=0)),
+                item,
+                "B",
+                settings,
+            ),
+            "server": (
+                ChatClient(EndpointConfig(model="gpt-4o", base_url=other_server.base_url, max_retries=0)),
+                item,
+                "B",
+                settings,
+            ),
+            "temperature": (client, item, "B", dataclasses.replace(settings, temperature=0.7)),
+            "max tokens": (client, item, "B", dataclasses.replace(settings, max_tokens=100)),
+        }
+        for name, (caller, changed_item, answer, changed_settings) in changes.items():
+            calls = len(server.requests) + len(other_server.requests)
+            write_caption(caller, store, "mmstar-7", changed_item, answer, changed_settings)
+            assert len(server.requests) + len(other_server.requests) == calls + 1, name
+            again = write_caption(caller, store, "mmstar-7", changed_item, answer, changed_settings)
+            assert len(server.requests) + len(other_server.requests) == calls + 1, f"{name}: asked twice"
+            fresh = write_caption(caller, StageStore(tmp_path / name), "mmstar-7", changed_item, answer,
+                                  changed_settings)  # fmt: skip
+            assert {k: v for k, v in again.items() if k != "caption"} == {
+                k: v for k, v in fresh.items() if k != "caption"
+            }, name
+
+
 def test_template_without_fields_and_empty_caption_fail_clearly(item, tmp_path):
     bad = tmp_path / "t.txt"
     bad.write_text("Describe {question}")
@@ -56,4 +103,4 @@ def test_template_without_fields_and_empty_caption_fail_clearly(item, tmp_path):
         client = ChatClient(EndpointConfig(base_url=server.base_url, max_retries=0))
         with pytest.raises(ValueError, match="empty caption"):
             write_caption(client, StageStore(tmp_path), "k", item, "B", CaptionSettings.from_file(TEMPLATE))
-    assert StageStore(tmp_path).get("caption", "k") is None
+    assert not StageStore(tmp_path).path("caption", "k").exists()

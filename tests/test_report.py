@@ -114,7 +114,7 @@ def test_markdown_leaderboard_lists_every_model(outputs):
     done = report(str(outputs["oracle"]), str(outputs["memoriser"]))
     assert done.returncode == 0, done.stderr
     assert "## Leaderboard" in done.stdout
-    assert "| contam_test_memoriser | -100.0 (contaminated) | -100.0 (contaminated) | -100.0 (contaminated) |" in (
+    assert "| contam\\_test\\_memoriser | -100.0 (contaminated) | -100.0 (contaminated) | -100.0 (contaminated) |" in (
         done.stdout
     )
 

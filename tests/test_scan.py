@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from lmms_contam.corpus import scan
+from lmms_contam.corpus import int8, scan
+from lmms_contam.corpus.runners import LocalRunner
 from lmms_contam.corpus.scan import TopK, merge, rates, scan_matrix, scan_shards
 
 
@@ -70,6 +73,17 @@ def test_tiles_row_blocks_and_exact_duplicates_keep_the_brute_force_result(vecto
     assert (split.ids == result.ids).all() and (split.above == result.above).all()  # two shards, ties split
 
 
+class CountingRunner(LocalRunner):
+    """The in-process runner, recording which shard files it was asked to scan."""
+
+    def __init__(self) -> None:
+        self.scanned: list[str] = []
+
+    def imap(self, function, shared, jobs):
+        self.scanned += [Path(job[0]).name for job in jobs]
+        return super().imap(function, shared, jobs)
+
+
 def test_one_shard_equals_ten_and_a_rerun_reads_saved_results(vectors, tmp_path):
     queries, corpus = vectors
     paths = []
@@ -84,9 +98,48 @@ def test_one_shard_equals_ten_and_a_rerun_reads_saved_results(vectors, tmp_path)
     assert (ten.ids == one.ids).all() and (ten.above == one.above).all()
     saved = sorted((tmp_path / "work10").glob("*.topk.npz"))
     assert len(saved) == 10
-    (tmp_path / "img_emb_3.npy").unlink()  # a finished shard is never read again
-    again = scan_shards(queries, paths, tmp_path / "work10", k=10)
-    assert (again.ids == ten.ids).all()
+    runner = CountingRunner()
+    again = scan_shards(queries, paths, tmp_path / "work10", k=10, runner=runner)
+    assert runner.scanned == [] and (again.ids == ten.ids).all()  # nothing changed: nothing scanned
+
+
+def test_a_rerun_scans_again_exactly_the_shards_whose_inputs_changed(vectors, tmp_path):
+    """Each input of a saved shard result changed in turn: the rerun rescans what it must, and its answer
+    equals a fresh run's."""
+    queries, corpus = vectors
+    parts = np.array_split(corpus, 3)
+    paths = []
+    for i, rows in enumerate(parts):
+        np.save(tmp_path / f"img_emb_{i}.npy", rows.astype(np.float32))
+        paths.append((f"img_emb_{i}", tmp_path / f"img_emb_{i}.npy", sum(len(r) for r in parts[:i])))
+    work = tmp_path / "work"
+    scan_shards(queries, paths, work, k=5)
+
+    def rerun_equals_fresh(expected_scanned, queries=queries, paths=paths, **settings):
+        runner = CountingRunner()
+        reused = scan_shards(queries, paths, work, runner=runner, **{"k": 5, **settings})
+        fresh = scan_shards(queries, paths, tmp_path / f"fresh{len(list(tmp_path.iterdir()))}", **{"k": 5, **settings})
+        assert sorted(runner.scanned) == sorted(expected_scanned)
+        np.testing.assert_array_equal(reused.ids, fresh.ids)
+        np.testing.assert_array_equal(reused.above, fresh.above)
+        np.testing.assert_allclose(reused.sims, fresh.sims, atol=1e-6)
+        return reused
+
+    all_names = [p.name for _, p, _ in paths]
+    rerun_equals_fresh([])
+    # Another corpus under the same shard names: one shard's rows replaced, same size.
+    np.save(tmp_path / "img_emb_1.npy", np.roll(parts[1], 1, axis=0).astype(np.float32))
+    rerun_equals_fresh(["img_emb_1.npy"])
+    # A shorter corpus: the last shard cut (no stale ids past its end, no IndexError later).
+    np.save(tmp_path / "img_emb_2.npy", parts[2][:5].astype(np.float32))
+    rerun_equals_fresh(["img_emb_2.npy"])
+    rerun_equals_fresh(all_names, queries=queries[::-1].copy())  # other eval vectors
+    rerun_equals_fresh(all_names, k=3)
+    rerun_equals_fresh(all_names, count_above=0.5)
+    rerun_equals_fresh(all_names, precision="int8" if int8.available() else "float16")
+    shifted = [(name, path, offset + 7) for name, path, offset in paths]  # same files, other global ids
+    rerun_equals_fresh(all_names, paths=shifted)
+    rerun_equals_fresh(all_names, inputs={"corpus_recipe": {"model": "another"}})
 
 
 def test_small_corpora_pad_and_bad_vectors_fail(vectors):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from dataclasses import asdict
@@ -75,6 +76,14 @@ def test_an_index_of_another_corpus_state_is_refused(corpus, tmp_path):
     (tmp_path / "old" / "index.json").write_text(json.dumps(manifest))
     with pytest.raises(ValueError, match="built from another state"):
         search_index(queries, folder, 10, 0.9, IndexSettings(str(tmp_path / "old")))
+    # Another corpus under the same shard names and shapes: one shard's vectors replaced.
+    copy = tmp_path / "copy"
+    shutil.copytree(folder, copy)
+    build_index(copy, "Flat", tmp_path / "fresh")
+    shard = copy / "img_emb" / "img_emb_1.npy"
+    np.save(shard, np.load(shard)[::-1])
+    with pytest.raises(ValueError, match="built from another state"):
+        search_index(queries, copy, 10, 0.9, IndexSettings(str(tmp_path / "fresh")))
 
 
 def test_index_corpus_command_and_a_bad_factory(corpus, tmp_path):
@@ -83,7 +92,11 @@ def test_index_corpus_command_and_a_bad_factory(corpus, tmp_path):
     done = subprocess.run([*command, "--factory", "IVF8,Flat"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     manifest = json.loads((tmp_path / "i" / "index.json").read_text())
-    assert manifest["shards"] == [["img_emb_0", 4000], ["img_emb_1", 4000], ["img_emb_2", 4000]]
+    assert [shard[:2] for shard in manifest["shards"]] == [
+        ["img_emb_0", 4000],
+        ["img_emb_1", 4000],
+        ["img_emb_2", 4000],
+    ]
     assert manifest["trained_on"] == 12_000
     bad = subprocess.run([*command, "--factory", "NoSuchIndex"], capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "lmms-contam index-corpus:" in bad.stderr

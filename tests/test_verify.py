@@ -54,7 +54,7 @@ def test_judge_outcomes_are_stored_and_not_asked_twice(photos, tmp_path):
     assert len(server.requests) == 3
     assert "temperature" not in server.requests[0]
     assert server.requests[0]["response_format"]["type"] == "json_schema"
-    assert json.loads(json.dumps(store.get("judge", "k3")))["reply"] == "I cannot tell."
+    assert json.loads(store.path("judge", "k3").read_text())["reply"] == "I cannot tell."
 
 
 def test_drift_rejects_unchanged_and_unrelated_and_keeps_a_local_edit(photos):

@@ -174,8 +174,10 @@ def import_release(
     manifest = {
         "kind": "lmms-contam import mm-perturb",
         "schema_version": SCHEMA_VERSION,
+        "tsv": str(Path(tsv).resolve()),
         "tsv_sha256": hashlib.sha256(Path(tsv).read_bytes()).hexdigest(),
-        "keep_list": str(keep) if keep else None,
+        "images": str(images.resolve()),
+        "keep_list": str(Path(keep).resolve()) if keep else None,
         **summary.as_dict(),
     }
     with atomic_path(target.with_name(target.stem + ".manifest.json")) as tmp:

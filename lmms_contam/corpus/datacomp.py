@@ -2,8 +2,9 @@
 with uid, url and text) into the clip-retrieval layout the scan memory-maps.
 
 `.npz` files are zip archives: they cannot be memory-mapped, and every scan would decompress them
-again. A one-time import, one shard at a time and resumable, keeps every later scan, index and Ray
-run on the one layout. DataComp ships no recipe, so the user names one (see sources.py).
+again. A one-time import, one shard at a time and resumable (a shard is converted again when its
+files changed), keeps every later scan, index and Ray run on the one layout. DataComp ships no
+recipe, so the user names one (see sources.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from tqdm.auto import tqdm
 
 from lmms_contam.atomic import atomic_path
 from lmms_contam.corpus.embed import Recipe
+from lmms_contam.corpus.sources import remove_shards_from, reusable_shard, shard_files, write_shard
+from lmms_contam.fingerprint import digest, file_identity
 
 UNIT_TOLERANCE = 1e-2  # cosines need unit vectors; DataComp's are normalised
 
@@ -57,9 +60,17 @@ def _strings(table: pa.Table, name: str) -> list[str]:
     return [str(value or "") for value in table.column(name).to_pylist()]
 
 
+def shard_inputs(path: Path, key: str, recipe: Recipe) -> str:
+    """Digest of what an imported shard is made from: the .npz and its .parquet as files, the array and
+    the recipe. A rerun reuses a converted shard only when this is unchanged."""
+    metadata = path.with_suffix(".parquet")
+    return digest({"npz": file_identity(path), "parquet": file_identity(metadata) if metadata.is_file() else None,
+                   "key": key, "recipe": asdict(recipe)})  # fmt: skip
+
+
 def import_datacomp(source: str | Path, out: str | Path, recipe_path: str | Path, key: str = "l14_img") -> dict:
     """Every `<shard>.npz` under `source`, in name order, as img_emb_N.npy + metadata_N.parquet in `out`."""
-    source, out = Path(source), Path(out)
+    source, out = Path(source).resolve(), Path(out).resolve()
     shards = sorted(source.rglob("*.npz"))
     if not shards:
         raise ValueError(f"{source}: no .npz files")
@@ -71,9 +82,10 @@ def import_datacomp(source: str | Path, out: str | Path, recipe_path: str | Path
         tmp.write_text(json.dumps(asdict(recipe), indent=2))
     counts, dim = {"shards": 0, "shards_reused": 0, "rows": 0}, None
     for number, path in enumerate(tqdm(shards, desc=f"importing {source}", unit="shard")):
-        target = out / "img_emb" / f"img_emb_{number}.npy"
         counts["shards"] += 1
-        reused = target.exists()
+        inputs = shard_inputs(path, key, recipe)
+        reused = reusable_shard(out, number, inputs) is not None
+        target = shard_files(out, number)["vectors"]
         vectors = np.load(target, mmap_mode="r", allow_pickle=False) if reused else _features(path, key)
         if dim is not None and vectors.shape[1] != dim:
             raise ValueError(f"{path}: {key} has dimension {vectors.shape[1]}, earlier shards {dim}")
@@ -82,8 +94,7 @@ def import_datacomp(source: str | Path, out: str | Path, recipe_path: str | Path
         if reused:
             counts["shards_reused"] += 1
             continue
-        with atomic_path(out / "metadata" / f"metadata_{number}.parquet") as tmp:
-            pq.write_table(_metadata(path, len(vectors)), tmp)
-        with atomic_path(target) as tmp, open(tmp, "wb") as handle:
-            np.save(handle, vectors.astype(recipe.dtype), allow_pickle=False)
+        write_shard(out, number, inputs, {"source": str(path), "rows": len(vectors)},
+                    _metadata(path, len(vectors)), vectors, recipe.dtype)  # fmt: skip
+    counts["shards_removed"] = remove_shards_from(out, counts["shards"])
     return {"source": str(source), "out": str(out), "key": key, **counts}

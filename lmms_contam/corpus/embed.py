@@ -20,7 +20,7 @@ import numpy as np
 from PIL import Image, ImageSequence
 
 from lmms_contam.atomic import atomic_path
-from lmms_contam.imaging import strict_decoding
+from lmms_contam.imaging import decoding_error, strict_decoding
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ def decode(data: bytes, where: str) -> Image.Image:
             image.load()
             return to_rgb(image)
     except (OSError, SyntaxError, ValueError) as exc:
-        raise ValueError(f"{where}: unreadable image ({exc})") from exc
+        raise ValueError(f"{where}: unreadable image ({decoding_error(exc)})") from exc
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,8 @@
 """What a scan measures: a benchmark (through the same loaders as the tasks), an image folder, or any
 dataset with an image column. Each gives (id, image) pairs in a fixed order and a description of itself
-that the scan's summary records (and its cache is keyed on).
+that the scan's summary records, and a fingerprint of its content that the scan's cache of eval
+vectors is keyed on (so images added to a folder, or another copy of a benchmark, are embedded anew).
+Local paths are kept absolute, so a summary read from another working directory finds them.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from PIL import Image
 from lmms_contam.benchmarks import loaders
 from lmms_contam.corpus.embed import decode
 from lmms_contam.corpus.ingest import IMAGE_SUFFIXES
+from lmms_contam.fingerprint import absolute, listing_identity, local_or_hub
 from lmms_contam.items import Item
 
 
@@ -22,6 +25,9 @@ from lmms_contam.items import Item
 class BenchmarkSource:
     benchmark: str
     originals: str | None = None  # a local copy; None: lmms-eval's hub id
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "originals", absolute(self.originals))
 
     @property
     def name(self) -> str:
@@ -33,6 +39,13 @@ class BenchmarkSource:
 
     def count(self) -> int:
         return len(loaders.load_rows(self.benchmark, self.originals))
+
+    def fingerprint(self) -> dict:
+        def loaded() -> str:
+            return loaders.load_rows(self.benchmark, self.originals)._fingerprint
+
+        source = self.originals or loaders.HUB[self.benchmark].hub_id
+        return {"benchmark": self.benchmark, **local_or_hub(source, loaded)}
 
     def images(self) -> Iterator[tuple[str, Image.Image]]:
         for item in loaders.items(self.benchmark, loaders.load_rows(self.benchmark, self.originals)):
@@ -51,13 +64,20 @@ class FolderSource:
     folder: str
     label: str | None = None
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "folder", str(Path(self.folder).resolve()))
+
     @property
     def name(self) -> str:
         return self.label or Path(self.folder).name
 
     @property
     def description(self) -> str:
-        return f"folder {Path(self.folder).resolve()}"
+        return f"folder {self.folder}"
+
+    def fingerprint(self) -> dict:
+        """Every image's name, size and modification time: an added, removed or rewritten image shows."""
+        return {"folder": self.folder, "files": listing_identity(self.folder, self._paths())}
 
     def _paths(self) -> list[Path]:
         root = Path(self.folder)
@@ -90,6 +110,9 @@ class DatasetSource:
     id_column: str | None = None  # None: the row number
     label: str | None = None
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dataset", absolute(self.dataset))
+
     @property
     def name(self) -> str:
         if self.label:
@@ -110,6 +133,13 @@ class DatasetSource:
 
     def count(self) -> int:
         return len(self._rows())
+
+    def fingerprint(self) -> dict:
+        def loaded() -> str:
+            return self._rows()._fingerprint
+
+        columns = {"split": self.split, "image_column": self.image_column, "id_column": self.id_column}
+        return {**columns, **local_or_hub(self.dataset, loaded)}
 
     def _ids(self, rows: datasets.Dataset) -> list[str]:
         return [str(v) for v in rows[self.id_column]] if self.id_column else [str(i) for i in range(len(rows))]

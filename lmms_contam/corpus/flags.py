@@ -83,6 +83,10 @@ def _judged(scans: Path, benchmark: str, summary: dict, scanned: list[str]) -> d
         )
     if "judge" not in judge:
         return None  # --prefilter-only: no verdicts
+    if judge["judge"].get("complete") is False:
+        problems = "; ".join(judge["judge"]["problems"])
+        raise ScanOutputError(f"{summary_path}: the judge's API calls failed ({problems}); rerun "
+                              f"`lmms-contam judge {scans} --benchmark {benchmark}` when it works")  # fmt: skip
     if not rows_path.is_file():
         raise ScanOutputError(f"{rows_path}: missing beside {summary_path}; rerun the judge")
     verdicts = {str(r.original_id): r.judge1_outcome for r in pd.read_parquet(rows_path).itertuples()}

@@ -18,6 +18,7 @@ import numpy as np
 from lmms_contam.atomic import atomic_path
 from lmms_contam.corpus.scan import DEFAULT_CHUNK, TopK
 from lmms_contam.corpus.sources import EmbeddingShard, open_corpus
+from lmms_contam.fingerprint import file_identity
 
 INDEX_FILE, MANIFEST_FILE = "faiss.index", "index.json"
 TRAIN_SAMPLE = 200_000
@@ -27,7 +28,7 @@ TRAIN_SAMPLE = 200_000
 class IndexManifest:
     factory: str
     recipe: dict
-    shards: list[list]  # [name, rows] in corpus order: the index's ids are the corpus's global ids
+    shards: list[list]  # [name, rows, content sha256] in corpus order: the index's ids are the corpus's global ids
     trained_on: int
 
     @classmethod
@@ -54,7 +55,9 @@ def _faiss():
 
 
 def _shard_list(shards: list[EmbeddingShard]) -> list[list]:
-    return [[s.name, s.rows] for s in shards]
+    """Each shard by name, rows and a hash of its bytes (fingerprint.file_identity): a shard whose vectors
+    changed under the same name and shape is another corpus state."""
+    return [[s.name, s.rows, file_identity(s.vectors)["sha256"]] for s in shards]
 
 
 def _rows(shard: EmbeddingShard, rows: slice) -> np.ndarray:
@@ -126,7 +129,7 @@ def search_index(eval_vectors: np.ndarray, corpus: str | Path, k: int, count_abo
         faiss.ParameterSpace().set_index_parameter(index, "nprobe", settings.nprobe)
     queries = np.ascontiguousarray(eval_vectors, dtype=np.float32)
     _, proposed = index.search(queries, max(settings.candidates, k))
-    mode = {"kind": "faiss index, candidates re-scored exactly", "factory": manifest.factory, "index": str(folder),
-            "candidates": max(settings.candidates, k), "nprobe": settings.nprobe,
+    mode = {"kind": "faiss index, candidates re-scored exactly", "factory": manifest.factory,
+            "index": str(folder.resolve()), "candidates": max(settings.candidates, k), "nprobe": settings.nprobe,
             "matches_above_threshold": "counted among the candidates (a lower bound)"}  # fmt: skip
     return _exact(queries, shards, proposed, k, count_above), mode

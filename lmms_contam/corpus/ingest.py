@@ -4,7 +4,7 @@ Sources: a folder of images (captions from same-name .txt or .json sidecars, as 
 them), webdataset tar shards (members grouped by key: an image plus .txt/.json), and parquet files
 with an image column (raw bytes, or datasets' {bytes, path}) and caption/url columns. Shards of
 `shard_size` source rows are written as they fill, metadata first and vectors last, so a rerun
-skips finished shards. An image that cannot be decoded is skipped with its reason in
+reuses a shard made from the same records and recipe. An image that cannot be decoded is skipped with its reason in
 `skipped/skipped_N.jsonl` and counted, never silently dropped; CMYK, 16-bit, alpha and animated
 images are converted (see embed.to_rgb).
 """
@@ -12,6 +12,7 @@ images are converted (see embed.to_rgb).
 from __future__ import annotations
 
 import collections
+import hashlib
 import itertools
 import json
 import tarfile
@@ -27,6 +28,8 @@ from tqdm.auto import tqdm
 
 from lmms_contam.atomic import atomic_path
 from lmms_contam.corpus.embed import Recipe, decode, require_same_recipe
+from lmms_contam.corpus.sources import remove_shards_from, reusable_shard, shard_files, write_shard
+from lmms_contam.fingerprint import digest
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp", ".tif", ".tiff")
 DEFAULT_SHARD_SIZE = 100_000
@@ -198,31 +201,34 @@ class LocalEmbedding:
         return EmbeddedShard(kept, vectors if kept else None, skipped)
 
 
-def _write_shard(out: Path, number: int, kept: list[CorpusRecord], vectors: np.ndarray | None,
-                 skipped: list[dict], dtype: str) -> None:  # fmt: skip
-    """Skips, then metadata, then vectors: the vectors file marks the shard done. A shard whose every
-    image was skipped has no vectors (a rerun tries it again)."""
-    with atomic_path(out / "skipped" / f"skipped_{number}.jsonl") as tmp:
-        tmp.write_text("".join(json.dumps(s) + "\n" for s in skipped))
-    if vectors is None:
-        return
-    metadata = pa.table({"caption": [r.caption for r in kept], "url": [r.url for r in kept],
-                         "source": [r.key for r in kept]})  # fmt: skip
-    with atomic_path(out / "metadata" / f"metadata_{number}.parquet") as tmp:
-        pq.write_table(metadata, tmp)
-    with atomic_path(out / "img_emb" / f"img_emb_{number}.npy") as tmp, open(tmp, "wb") as handle:
-        np.save(handle, vectors.astype(dtype), allow_pickle=False)
+def _write_shard(out: Path, number: int, inputs: str, shard: EmbeddedShard, dtype: str) -> None:
+    """Skips first, then the shard (sources.write_shard: vectors last)."""
+    with atomic_path(shard_files(out, number)["skipped"]) as tmp:
+        tmp.write_text("".join(json.dumps(s) + "\n" for s in shard.skipped))
+    metadata = pa.table({"caption": [r.caption for r in shard.kept], "url": [r.url for r in shard.kept],
+                         "source": [r.key for r in shard.kept]})  # fmt: skip
+    record = {"embedded": len(shard.kept), "skipped": len(shard.skipped)}
+    write_shard(out, number, inputs, record, metadata, shard.vectors, dtype)
+
+
+def shard_inputs(chunk: list[CorpusRecord], recipe: Recipe) -> str:
+    """Digest of everything a shard is computed from: each record's source, bytes, caption and url, and
+    the embedding recipe. A rerun reuses a shard only when this is unchanged."""
+    records = [[r.key, hashlib.sha256(r.data).hexdigest(), r.caption, r.url] for r in chunk]
+    return digest({"records": records, "recipe": asdict(recipe)})
 
 
 def embed_corpus(source: str | Path, out: str | Path, embedder, shard_size: int = DEFAULT_SHARD_SIZE,
                  image_column: str = "image", decode_threads: int | None = None, engine=None) -> dict:  # fmt: skip
     """Embed every image of `source` into `out` (img_emb/, metadata/, recipe.json); resumable per shard.
 
-    `engine` embeds a shard (default LocalEmbedding; ray_embed.RayDataEmbedding on a Ray cluster).
+    A shard is reused only when its records (sources, bytes, captions) and the recipe are those it was
+    made from; shards past the end of a source that shrank are removed. `engine` embeds a shard
+    (default LocalEmbedding; ray_embed.RayDataEmbedding on a Ray cluster). Paths are recorded absolute.
     """
     if shard_size < 1:
         raise ValueError(f"shard size must be positive, got {shard_size}")
-    out = Path(out)
+    source, out = Path(source).resolve(), Path(out).resolve()
     recipe_path = out / "recipe.json"
     if recipe_path.exists():
         require_same_recipe(embedder.recipe, Recipe(**json.loads(recipe_path.read_text())), f"{out}")
@@ -238,19 +244,20 @@ def embed_corpus(source: str | Path, out: str | Path, embedder, shard_size: int 
         if not chunk:
             break
         counts["shards"] += 1
-        done = out / "img_emb" / f"img_emb_{number}.npy"
-        if done.exists():
-            rows = len(np.load(done, mmap_mode="r", allow_pickle=False))
+        inputs = shard_inputs(chunk, embedder.recipe)
+        reused = reusable_shard(out, number, inputs)
+        if reused is not None:
             counts["shards_reused"] += 1
-            counts["embedded"] += rows
-            counts["skipped"] += len(chunk) - rows
+            counts["embedded"] += reused["embedded"]
+            counts["skipped"] += reused["skipped"]
         else:
             shard = engine.embed_shard(chunk)
-            _write_shard(out, number, shard.kept, shard.vectors, shard.skipped, embedder.recipe.dtype)
+            _write_shard(out, number, inputs, shard, embedder.recipe.dtype)
             counts["embedded"] += len(shard.kept)
             counts["skipped"] += len(shard.skipped)
         progress.update(len(chunk))
     progress.close()
     if counts["shards"] == 0:
         raise ValueError(f"{source}: no images found")
+    counts["shards_removed"] = remove_shards_from(out, counts["shards"])
     return {"source": str(source), "out": str(out), **counts, "recipe": asdict(embedder.recipe)}

@@ -27,6 +27,7 @@ from lmms_contam.corpus.eval_sources import EvalSource, spec_of
 from lmms_contam.corpus.index import IndexSettings, search_index
 from lmms_contam.corpus.runners import LocalRunner, RayRunner
 from lmms_contam.corpus.sources import lookup, open_corpus
+from lmms_contam.fingerprint import digest
 
 
 def make_embedder(spec: str, device: str = "cpu"):
@@ -49,15 +50,16 @@ EVAL_CHUNK = 256  # images decoded and held at once while an eval set is embedde
 
 
 def eval_embeddings(source: EvalSource, embedder, work: Path) -> tuple[np.ndarray, list[str]]:
-    """The eval images' vectors, computed once and reused by reruns of the same source and recipe.
+    """The eval images' vectors, computed once and reused only while the source's content and the
+    embedding recipe are the same (the file is named by their digest; a stale one is removed).
 
     Images are decoded a chunk at a time: SEEDBench's 14k images would not fit in memory at once.
     """
-    path = work / "eval.npy"
+    key = digest({"source": source.fingerprint(), "recipe": asdict(embedder.recipe)})[:20]
+    path = work / f"eval-{key}.npy"
     if path.exists():
-        vectors, ids, recipe = read_embeddings(path)
-        if recipe == embedder.recipe:
-            return np.asarray(vectors), ids
+        vectors, ids, _ = read_embeddings(path)
+        return np.asarray(vectors), ids
     ids, chunks, images = [], [], []
     for image_id, image in tqdm(source.images(), total=source.count(), desc=f"embedding {source.name}", unit="row"):
         ids.append(image_id)
@@ -69,6 +71,9 @@ def eval_embeddings(source: EvalSource, embedder, work: Path) -> tuple[np.ndarra
         chunks.append(embedder.embed(images))
     vectors = np.concatenate(chunks) if chunks else embedder.embed([])
     write_embeddings(path, vectors, ids, embedder.recipe)
+    for stale in work.glob("eval[-.]*"):
+        if not stale.name.startswith(path.stem):
+            stale.unlink()
     return vectors, ids
 
 
@@ -91,8 +96,8 @@ def scan_source(source: EvalSource, corpus: str | Path, out: str | Path, embedde
     if index is None:
         precision = scan.resolve_precision(precision, scan_device)
         result = scan.scan_shards(vectors, [(s.name, s.vectors, s.offset) for s in shards], work, k=k,
-                                  count_above=threshold, runner=runner, precision=precision,
-                                  device=scan_device)  # fmt: skip
+                                  count_above=threshold, runner=runner, precision=precision, device=scan_device,
+                                  inputs={"corpus_recipe": asdict(corpus_recipe)})  # fmt: skip
         mode = {"kind": "exact streaming scan", "runner": runner.name, "precision": precision}
     else:
         result, mode = search_index(vectors, corpus, k, threshold, index)
@@ -106,7 +111,7 @@ def scan_source(source: EvalSource, corpus: str | Path, out: str | Path, embedde
                      "top_captions": [m["caption"] for m in matches],
                      "top_urls": [m["url"] for m in matches]})  # fmt: skip
     sweep = sorted({*scan.THRESHOLDS, threshold})
-    summary = {"scan_version": scan.SCAN_VERSION, "benchmark": source.name, "corpus": str(corpus),
+    summary = {"scan_version": scan.SCAN_VERSION, "benchmark": source.name, "corpus": str(Path(corpus).resolve()),
                "corpus_rows": sum(s.rows for s in shards), "images": len(ids), "threshold": threshold, "k": k,
                "image_only_rate": scan.rates(result, [threshold])[threshold],
                "rates": {str(t): r for t, r in scan.rates(result, sweep).items()},

@@ -21,6 +21,7 @@ from tqdm.auto import tqdm
 
 from lmms_contam.atomic import atomic_path
 from lmms_contam.corpus.runners import LocalRunner, RayRunner
+from lmms_contam.fingerprint import array_sha256, digest, file_identity
 
 DEFAULT_K = 10
 DEFAULT_CHUNK = 32_768  # corpus rows read, cast and checked at a time (exact products then run in tiles)
@@ -255,19 +256,32 @@ def _scan_shard(eval_vectors: np.ndarray, job: tuple[str, int, int, int, float, 
     return scan_matrix(eval_vectors, corpus, offset, k, chunk, count_above, precision, device)
 
 
+def shard_key(path: str | Path, offset: int, eval_sha256: str, k: int, count_above: float, precision: str,
+              inputs: dict | None = None) -> str:  # fmt: skip
+    """Everything a shard's saved result was computed from: the shard file itself (not its name), its
+    global offset, the eval vectors, k, the threshold, the precision and the caller's `inputs` (the
+    corpus recipe)."""
+    return digest({"shard": file_identity(path), "offset": offset, "eval_sha256": eval_sha256, "k": k,
+                   "threshold": count_above, "precision": precision, "inputs": inputs or {}})  # fmt: skip
+
+
 def scan_shards(eval_vectors: np.ndarray, shards: Iterable[tuple[str, Path, int]], work: Path,
                 k: int = DEFAULT_K, chunk: int = DEFAULT_CHUNK, count_above: float = 0.9,
                 runner: LocalRunner | RayRunner | None = None, precision: str = "float32",
-                device: str = "cpu") -> TopK:  # fmt: skip
+                device: str = "cpu", inputs: dict | None = None) -> TopK:  # fmt: skip
     """Scan (name, .npy path, global offset) shards on `runner` (default in-process), then merge.
 
-    Each shard's result is saved as it arrives; saved shards are not scanned again.
+    Each shard's result is saved as it arrives under a key of everything it depends on (shard_key), so
+    a rerun skips the shards whose inputs are unchanged and scans again any that changed.
     """
     shards = list(shards)
-    done = {name: work / f"{name}.k{k}.above{count_above}.topk.npz" for name, _, _ in shards}
+    queries = np.ascontiguousarray(eval_vectors, np.float32)
+    eval_sha256 = array_sha256(queries)
+    done = {name: work / f"{name}.{shard_key(path, offset, eval_sha256, k, count_above, precision, inputs)[:20]}"
+                          ".topk.npz" for name, path, offset in shards}  # fmt: skip
     todo = [(name, path, offset) for name, path, offset in shards if not done[name].exists()]
     jobs = [(str(path), offset, k, chunk, count_above, precision, device) for _, path, offset in todo]
-    results = (runner or LocalRunner()).imap(_scan_shard, np.ascontiguousarray(eval_vectors, np.float32), jobs)
+    results = (runner or LocalRunner()).imap(_scan_shard, queries, jobs)
     for index, result in tqdm(results, total=len(jobs), desc="scanning shards", unit="shard", disable=len(jobs) < 2):
         save(result, done[todo[index][0]])
     total = TopK.empty(len(eval_vectors), k)

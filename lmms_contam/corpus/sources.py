@@ -3,6 +3,8 @@
     <corpus>/img_emb/img_emb_0.npy, img_emb_1.npy, ...   (float16/float32, one row per image)
     <corpus>/metadata/metadata_0.parquet, ...             (same rows; caption and url columns)
     <corpus>/recipe.json                                  (how the vectors were made; see embed.Recipe)
+    <corpus>/shards/shard_0.json, ...                     (written by embed-corpus and import datacomp:
+                                                           the digest of what each shard was made from)
 
 Public dumps carry no recipe file, and a cosine means something only between vectors of the same
 recipe, so the user writes recipe.json once (e.g. LAION's ViT-L/14 embeddings of 256 px resizes).
@@ -16,8 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lmms_contam.atomic import atomic_path
 from lmms_contam.corpus.embed import Recipe
 
 SHARD = re.compile(r"img_emb_(\d+)\.npy$")
@@ -72,3 +76,49 @@ def lookup(shards: list[EmbeddingShard], ids: np.ndarray, columns: tuple[str, ..
             row = table.slice(global_id - shard.offset, 1).to_pylist()[0]
             found[global_id] = {c: str(row.get(c) or "") for c in columns}
     return [found.get(int(i), dict.fromkeys(columns, "")) for i in np.asarray(ids).ravel()]
+
+
+def shard_files(corpus: Path, number: int) -> dict[str, Path]:
+    """The files of shard `number` of a corpus that this package writes."""
+    return {"vectors": corpus / "img_emb" / f"img_emb_{number}.npy",
+            "metadata": corpus / "metadata" / f"metadata_{number}.parquet",
+            "inputs": corpus / "shards" / f"shard_{number}.json",
+            "skipped": corpus / "skipped" / f"skipped_{number}.jsonl"}  # fmt: skip
+
+
+def reusable_shard(corpus: Path, number: int, inputs: str) -> dict | None:
+    """A written shard's record, when the shard is complete (its vectors exist) and was made from `inputs`."""
+    files = shard_files(corpus, number)
+    if not (files["vectors"].exists() and files["inputs"].exists()):
+        return None
+    record = json.loads(files["inputs"].read_text())
+    return record if record.get("inputs_sha256") == inputs else None
+
+
+def write_shard(corpus: Path, number: int, inputs: str, record: dict, metadata: pa.Table | None,
+                vectors: np.ndarray | None, dtype: str) -> None:  # fmt: skip
+    """Replace shard `number`: the old vectors go first (they mark a shard done), then the metadata and the
+    inputs record, the vectors last, so a crash anywhere leaves a shard that a rerun makes again. Without
+    vectors (every image skipped) nothing but the removal happens."""
+    files = shard_files(corpus, number)
+    files["vectors"].unlink(missing_ok=True)
+    if vectors is None:
+        return
+    with atomic_path(files["metadata"]) as tmp:
+        pq.write_table(metadata, tmp)
+    with atomic_path(files["inputs"]) as tmp:
+        tmp.write_text(json.dumps({"inputs_sha256": inputs, **record}) + "\n")
+    with atomic_path(files["vectors"]) as tmp, open(tmp, "wb") as handle:
+        np.save(handle, vectors.astype(dtype), allow_pickle=False)
+
+
+def remove_shards_from(corpus: Path, first: int) -> int:
+    """Files of shards numbered `first` and above, left by an earlier run over a longer source; returns how
+    many shards had vectors."""
+    removed = 0
+    for kind, path in shard_files(corpus, 0).items():
+        for found in path.parent.glob(path.name.replace("_0.", "_*.")):
+            if int(found.name.split(".")[0].rsplit("_", 1)[1]) >= first:
+                removed += kind == "vectors"
+                found.unlink()
+    return removed

@@ -163,6 +163,18 @@ def read_location(location: SetLocation) -> datasets.Dataset:
 _cache: dict[tuple[str, str], datasets.Dataset] = {}
 _reported: set[str] = set()
 _lock = threading.Lock()
+ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def log_error_once(message: str) -> None:
+    """Log an error the harness would swallow, once per process. lmms-eval retries a failing load, and
+    messages that quote an object's repr differ by its address each time: those are compared without it."""
+    key = ADDRESS.sub("", message)
+    with _lock:
+        if key in _reported:
+            return
+        _reported.add(key)
+    logger.error(message)
 
 
 def load_perturbed_set(benchmark: str) -> datasets.Dataset:
@@ -182,8 +194,5 @@ def load_perturbed_set(benchmark: str) -> datasets.Dataset:
                 _cache[key] = dataset
             return _cache[key]
     except PerturbedSetError as exc:
-        message = str(exc)
-        if message not in _reported:
-            _reported.add(message)
-            logger.error(message)
+        log_error_once(str(exc))
         raise

@@ -32,7 +32,7 @@ from lmms_contam.corpus.flags import (
     subset_comparison,
 )
 from lmms_contam.harness.builtin import SCORERS
-from lmms_contam.harness.datasets import home, lookup
+from lmms_contam.harness.datasets import home, log_error_once, lookup
 from lmms_contam.harness.scoring import NATURALBENCH_METRICS
 from lmms_contam.schema import NATURALBENCH_SLOTS, SCHEMA_VERSION
 
@@ -112,17 +112,12 @@ def _counts(flags: ContaminationFlags, joined: list[tuple[str, str]]) -> str:
     return f"{image_only} image-only, {text} flagged of {len(joined)} rows at threshold {flags.threshold}"
 
 
-_reported: set[str] = set()
-
-
 def _scanned_docs(benchmark: str) -> Callable[[datasets.Dataset], datasets.Dataset]:
     def process_docs(rows: datasets.Dataset) -> datasets.Dataset:
         try:
             return join_flags(rows, benchmark)
         except ScanOutputError as exc:  # lmms-eval swallows it: say it once in the harness's output
-            if str(exc) not in _reported:
-                _reported.add(str(exc))
-                logger.error(str(exc))
+            log_error_once(str(exc))
             raise
 
     process_docs.__name__ = f"{benchmark}_scanned_docs"

@@ -1,8 +1,10 @@
 """The LLM judge: is a sample's answer inferable from its matched captions?
 
 Structured JSON output where the server supports it, temperature 0 and a fixed seed, the project's
-prompt template (or the user's); every verdict is cached under (sample, captions hash, model,
-template hash, replica), so a rerun makes no call it made before. A reply that stays unusable
+prompt template (or the user's); every verdict is cached under (sample, model, replica) with the
+digest of everything it was computed from (the prompt with the question, options, answer and
+captions; the request's settings; the server), so a rerun makes no call it made before and a
+changed input is judged again. A reply that stays unusable
 after the retries is recorded as unjudged: it is never counted as clean.
 """
 
@@ -78,10 +80,10 @@ class JudgeSettings:
         return hashlib.sha256(self.template.encode()).hexdigest()
 
 
-def cache_key(candidate: Candidate, model: str, settings: JudgeSettings, replica: int) -> str:
-    parts = (candidate.benchmark, candidate.original_id, candidate.captions_sha256, model, settings.template_sha256,
-             str(replica))  # fmt: skip
-    return f"{candidate.benchmark}-{candidate.original_id}-" + hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
+def cache_key(candidate: Candidate, model: str, replica: int) -> str:
+    """Which verdict a record is: the sample, the judge model and the replica (what it was computed from is
+    the record's inputs, checked on reuse)."""
+    return f"{candidate.benchmark}-{candidate.original_id}-{model}-r{replica}"
 
 
 def prompt(candidate: Candidate, settings: JudgeSettings) -> str:
@@ -98,10 +100,6 @@ def judge(client: ChatClient, store: StageStore, candidate: Candidate, settings:
           ) -> tuple[dict, bool]:  # fmt: skip
     """The stored verdict record and whether it came from the cache. Replicas > 0 are independent
     re-judgements (another seed), for the agreement rate."""
-    key = cache_key(candidate, client.config.model, settings, replica)
-    done = store.get(STAGE, key)
-    if done is not None:
-        return done, True
     params: dict = {"max_tokens": settings.max_tokens}
     if settings.temperature is not None:
         params["temperature"] = settings.temperature
@@ -110,6 +108,12 @@ def judge(client: ChatClient, store: StageStore, candidate: Candidate, settings:
     if settings.structured_output:
         params["response_format"] = {"type": "json_schema", "json_schema": verdict_schema(len(candidate.captions))}
     messages = [{"role": "user", "content": prompt(candidate, settings)}]
+    # The prompt holds the question, options, answer and captions; the rest decides how it is answered.
+    inputs = {"messages": messages, "params": params, "attempts": settings.attempts, "endpoint": client.identity()}
+    key = cache_key(candidate, client.config.model, replica)
+    done = store.get(STAGE, key, inputs)
+    if done is not None:
+        return done, True
     replies, verdict, tokens, cost, model = [], None, [0, 0], 0.0, client.config.model
     for _ in range(max(1, settings.attempts)):
         result = client.complete(messages, **params)
@@ -127,4 +131,4 @@ def judge(client: ChatClient, store: StageStore, candidate: Candidate, settings:
         "output_tokens": tokens[1], "cost_usd": cost, "template_sha256": settings.template_sha256,
         "replica": replica,
     }  # fmt: skip
-    return store.put(STAGE, key, record), False
+    return store.put(STAGE, key, inputs, record), False

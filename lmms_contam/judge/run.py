@@ -19,39 +19,41 @@ from lmms_contam.judge import ANSWERABLE, UNJUDGED
 from lmms_contam.judge import candidates as candidates_mod
 from lmms_contam.judge.caption_judge import JudgeSettings, judge
 from lmms_contam.judge.ngram import prefilter
-from lmms_contam.llm import ChatClient, EndpointConfig
+from lmms_contam.llm import CallOutcomes, ChatClient, EndpointConfig, TooManyFailures, failure_problems
 from lmms_contam.perturb.store import StageStore
 
 JUDGE_VERSION = 1
 
 
 def _verdicts(endpoint: EndpointConfig, settings: JudgeSettings, store: StageStore, found: list, replica: int,
-              benchmark: str) -> tuple[list[dict], dict]:  # fmt: skip
+              benchmark: str) -> tuple[list[dict], dict, CallOutcomes]:  # fmt: skip
     """One judge's records for every candidate (an API failure after the SDK's retries is unjudged)."""
-    client = ChatClient(endpoint)
+    client = ChatClient(endpoint, stage=f"judge {endpoint.model}" + (f" (replica {replica})" if replica else ""))
     outcomes = client.map(lambda c: judge(client, store, c, settings, replica), found,
                           desc=f"judging {benchmark} ({endpoint.model})")  # fmt: skip
     records, hits = [], 0
     for outcome in outcomes:
         if isinstance(outcome, BaseException):
-            records.append(
-                {"outcome": UNJUDGED, "caption": None, "reason": f"API error: {outcome}", "model": endpoint.model}
-            )
+            records.append({"outcome": UNJUDGED, "caption": None, "reason": f"API error: {client.describe(outcome)}",
+                            "model": endpoint.model})  # fmt: skip
         else:
             record, cached = outcome
             hits += cached
             records.append(record)
-    usage = {**client.usage.as_dict(), "cache_hits": hits, "model": endpoint.model}
-    return records, usage
+    usage = {**client.usage.as_dict(), "cache_hits": hits, "model": endpoint.model,
+             "api_failures": client.outcomes.failed}  # fmt: skip
+    return records, usage, client.outcomes
 
 
 def judge_benchmark(scans: str | Path, benchmark: str, *, originals: str | None = None,
                     endpoint: EndpointConfig | None = None, settings: JudgeSettings | None = None,
                     second: EndpointConfig | None = None, threshold: float | None = None,
-                    top_k: int | None = None) -> dict:  # fmt: skip
+                    top_k: int | None = None, max_failure_rate: float = 0.5) -> dict:  # fmt: skip
     """Pre-filter every candidate; with an endpoint, judge it too (and again with `second`, for agreement).
 
-    `second` may be the same endpoint: it then re-judges with another seed (replica 1).
+    `second` may be the same endpoint: it then re-judges with another seed (replica 1). When no call of
+    a judge succeeded, or more than `max_failure_rate` of its samples failed, the outputs are written with
+    the counts and `complete: false` (the report shows no rate for them), then llm.TooManyFailures is raised.
     """
     scans = Path(scans)
     data = candidates_mod.build(scans, benchmark, originals, threshold, top_k)
@@ -75,7 +77,7 @@ def judge_benchmark(scans: str | Path, benchmark: str, *, originals: str | None 
         if second is not None:
             judges.append((second, 1 if second == endpoint else 0))
         results = [_verdicts(e, settings, store, data.candidates, replica, benchmark) for e, replica in judges]
-        for number, (records, _) in enumerate(results, 1):
+        for number, (records, _, _) in enumerate(results, 1):
             for row, record in zip(rows, records, strict=True):
                 row.update({f"judge{number}_outcome": record["outcome"], f"judge{number}_caption": record["caption"],
                             f"judge{number}_reason": record["reason"]})  # fmt: skip
@@ -86,8 +88,10 @@ def judge_benchmark(scans: str | Path, benchmark: str, *, originals: str | None 
             "counts": dict(counts), "image_text_rate": counts[ANSWERABLE] / data.samples,
             # Unjudged samples are not clean: the rate could be this high if they all were answerable.
             "image_text_rate_upper": (counts[ANSWERABLE] + counts[UNJUDGED]) / data.samples,
-            "usage": [usage for _, usage in results],
+            "usage": [usage for _, usage, _ in results],
         }  # fmt: skip
+        problems = failure_problems([outcomes for _, _, outcomes in results], max_failure_rate)
+        summary["judge"] |= {"complete": not problems, "problems": problems}
         if second is not None:
             pairs = [(a["outcome"], b["outcome"]) for a, b in zip(results[0][0], results[1][0], strict=True)
                      if UNJUDGED not in (a["outcome"], b["outcome"])]  # fmt: skip
@@ -100,4 +104,6 @@ def judge_benchmark(scans: str | Path, benchmark: str, *, originals: str | None 
         pd.DataFrame(rows, columns=list(rows[0]) if rows else ["original_id"]).to_parquet(tmp)
     with atomic_path(scans / f"{benchmark}.judge.json") as tmp:
         tmp.write_text(json.dumps(summary, indent=2) + "\n")
+    if endpoint is not None and summary["judge"]["problems"]:
+        raise TooManyFailures("; ".join(summary["judge"]["problems"]))
     return summary

@@ -7,7 +7,7 @@ project's own (configs/perturb/edit_caption.txt) or the user's, and its hash goe
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from lmms_contam.items import Item
@@ -49,12 +49,19 @@ def caption_messages(item: Item, new_answer: str, settings: CaptionSettings) -> 
     return [{"role": "user", "content": [image_part(item.image), {"type": "text", "text": text}]}]
 
 
+def caption_inputs(client: ChatClient, item: Item, new_answer: str, settings: CaptionSettings) -> dict:
+    return {"item": item.fingerprint(), "new_answer": new_answer, "endpoint": client.identity(),
+            "settings": {**asdict(settings), "template": settings.template_sha256}}  # fmt: skip
+
+
 def write_caption(
     client: ChatClient, store: StageStore, item_key: str, item: Item, new_answer: str, settings: CaptionSettings
 ) -> dict:
-    """The stored record if this item was captioned before with the same template; else one API call."""
-    done = store.get(STAGE, item_key)
-    if done is not None and done["template_sha256"] == settings.template_sha256:
+    """The stored record if this item was captioned from the same inputs (item, answer, model, server,
+    settings); else one API call."""
+    inputs = caption_inputs(client, item, new_answer, settings)
+    done = store.get(STAGE, item_key, inputs)
+    if done is not None:
         return done
     result = client.complete(
         caption_messages(item, new_answer, settings), temperature=settings.temperature, max_tokens=settings.max_tokens
@@ -65,6 +72,7 @@ def write_caption(
     return store.put(
         STAGE,
         item_key,
+        inputs,
         {
             "caption": caption,
             "new_answer": new_answer,

@@ -18,8 +18,9 @@ from tqdm.auto import tqdm
 
 from lmms_contam import __version__
 from lmms_contam.atomic import atomic_path
+from lmms_contam.fingerprint import image_sha256
 from lmms_contam.items import Item, Skipped
-from lmms_contam.llm import ChatClient
+from lmms_contam.llm import ChatClient, TooManyFailures, failure_problems
 from lmms_contam.perturb.caption import write_caption
 from lmms_contam.perturb.config import PerturbConfig
 from lmms_contam.perturb.edit import Editor, EditRequest, FluxEditor
@@ -47,9 +48,14 @@ def run(
     out: str | Path,
     editor: Editor | None = None,
     shard: tuple[int, int] = (0, 1),
+    max_failure_rate: float = 0.5,
 ) -> dict:
     """Run every stage; with shard=(i, n) only every n-th item from the i-th (one process per GPU),
-    leaving the assembly to a final run without a shard, which finds every stage result stored."""
+    leaving the assembly to a final run without a shard, which finds every stage result stored.
+
+    When no API call of a stage succeeded, or more than `max_failure_rate` of its items failed, the
+    manifest records the counts (with `complete: false`), no set is written (an earlier one is removed),
+    and llm.TooManyFailures is raised: a set built from a few survivors must not look like the set."""
     index, count = shard
     if not 0 <= index < count:
         raise ValueError(f"shard must be i/n with 0 <= i < n, got {index}/{count}")
@@ -68,7 +74,7 @@ def run(
         ready.append((f"{benchmark}-{item.original_id}-s{config.seed}", item, new_answer))
     ready = ready[index::count]
 
-    captioner = ChatClient(config.caption_endpoint)
+    captioner = ChatClient(config.caption_endpoint, stage="caption")
     captions = captioner.map(
         lambda job: write_caption(captioner, store, job[0], job[1], job[2], config.caption), ready, desc="caption"
     )
@@ -80,18 +86,25 @@ def run(
             captioned.append((*job, caption["caption"]))
 
     editor = editor or FluxEditor(config.generate)
-    todo = [job for job in captioned if not store.path(IMAGE_STAGE, job[0], ".png").exists()]
+    described = editor.describe()
+
+    def image_inputs(key: str, item: Item, caption: str) -> dict:
+        return {"image": image_sha256(item.image), "caption": caption, "seed": stable_seed("edit", key) % 2**31,
+                "editor": described}  # fmt: skip
+
+    todo = [job for job in captioned if store.get_bytes(IMAGE_STAGE, job[0], image_inputs(job[0], job[1], job[3]),
+                                                        ".png") is None]  # fmt: skip
     chunk = max(1, getattr(config.generate, "batch_size", 1)) * 4
     for start in tqdm(range(0, len(todo), chunk), desc="edit", disable=not todo):
         batch = todo[start : start + chunk]
         requests = [EditRequest(key, item.image, caption, stable_seed("edit", key) % 2**31)
                     for key, item, _, caption in batch]  # fmt: skip
-        for (key, *_), image in zip(batch, editor.edit(requests), strict=True):
+        for (key, item, _, caption), image in zip(batch, editor.edit(requests), strict=True):
             buffer = io.BytesIO()
             image.save(buffer, format="PNG")
-            store.put_bytes(IMAGE_STAGE, key, buffer.getvalue(), ".png")
+            store.put_bytes(IMAGE_STAGE, key, image_inputs(key, item, caption), buffer.getvalue(), ".png")
 
-    judge_client = ChatClient(config.judge_endpoint) if config.judge is not None else None
+    judge_client = ChatClient(config.judge_endpoint, stage="judge") if config.judge is not None else None
     verdicts = []
     for key, item, new_answer, caption in captioned:
         image = Image.open(store.path(IMAGE_STAGE, key, ".png")).convert("RGB")
@@ -117,12 +130,26 @@ def run(
             rows.append(_row(benchmark, key, item, new_answer, caption, store, config, drifted, verdict, decision))
     if count == 1:
         write_review(out, candidates, decisions)
+    clients = [captioner, *([judge_client] if judge_client else [])]
     summary = {"items": len(ready) + sum(counts["load"].values()) + sum(counts["swap"].values()),
-               "kept": len(rows), "skipped": {stage: dict(c) for stage, c in counts.items() if c}}  # fmt: skip
+               "kept": len(rows), "skipped": {stage: dict(c) for stage, c in counts.items() if c},
+               "api_calls": {c.outcomes.stage: c.outcomes.as_dict() for c in clients}}  # fmt: skip
+    problems = failure_problems([c.outcomes for c in clients], max_failure_rate)
+    if problems:
+        if count == 1:
+            (out / "data.parquet").unlink(missing_ok=True)
+            _write_manifest(out, benchmark, config, editor, {**summary, "complete": False, "problems": problems},
+                            store)  # fmt: skip
+        raise TooManyFailures("; ".join(problems))
     if count > 1:
         return {**summary, "shard": f"{index}/{count}", "cost": _cost(store)}
     if rows:
         write_parquet(rows, benchmark, out / "data.parquet")
+    return _write_manifest(out, benchmark, config, editor, {**summary, "complete": True}, store)
+
+
+def _write_manifest(out: Path, benchmark: str, config: PerturbConfig, editor: Editor, summary: dict,
+                    store: StageStore) -> dict:  # fmt: skip
     manifest = {
         "kind": "lmms-contam perturb",
         "lmms_contam_version": __version__,

@@ -9,12 +9,13 @@ model could otherwise pass or fail for the wrong reason).
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
+from lmms_contam.fingerprint import image_sha256
 from lmms_contam.items import Item
 from lmms_contam.llm import ChatClient, PromptTemplate, image_part, json_reply
 from lmms_contam.perturb.store import StageStore
@@ -75,9 +76,13 @@ def judge(
     client: ChatClient, store: StageStore, key: str, item: Item, image: Image.Image, new_letter: str,
     settings: JudgeSettings,
 ) -> dict:  # fmt: skip
-    """Stored verdict: keep / reject / unjudged (an unusable reply is never counted as a keep)."""
-    done = store.get(JUDGE_STAGE, key)
-    if done is not None and done["template_sha256"] == settings.template_sha256:
+    """Stored verdict: keep / reject / unjudged (an unusable reply is never counted as a keep). Reused
+    only for the same image, question, options, new answer, model, server and settings."""
+    inputs = {"image": image_sha256(image), "question": item.question, "options": list(item.options),
+              "new_letter": new_letter, "endpoint": client.identity(),
+              "settings": {**asdict(settings), "template": settings.template_sha256}}  # fmt: skip
+    done = store.get(JUDGE_STAGE, key, inputs)
+    if done is not None:
         return done
     letters = option_letters(len(item.options))
     prompt = settings.template.format(
@@ -93,7 +98,7 @@ def judge(
                              **params)  # fmt: skip
     correct = parse_verdict(result.text, len(letters))
     outcome = "unjudged" if correct is None else ("keep" if correct == [new_letter] else "reject")
-    return store.put(JUDGE_STAGE, key, {
+    return store.put(JUDGE_STAGE, key, inputs, {
         "outcome": outcome, "correct_options": correct, "reply": result.text, "model": result.model,
         "input_tokens": result.input_tokens, "output_tokens": result.output_tokens, "cost_usd": result.cost_usd,
         "template_sha256": settings.template_sha256,

@@ -1,11 +1,12 @@
-"""Read, analyse, render, then write: every output is rendered before any file is touched."""
+"""Read, analyse, render, then write: every output is rendered before any file is touched, and the
+files appear together or not at all."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
 
-from lmms_contam.atomic import atomic_path
+from lmms_contam.atomic import atomic_paths
 from lmms_contam.report import analysis, inputs, rates, render
 
 
@@ -18,7 +19,7 @@ def build(
     html_path: str | Path | None = None,
     scans: str | Path | None = None,
 ) -> tuple[analysis.Analysed, str]:
-    """Return the analysis and the Markdown text; write the requested files atomically."""
+    """Return the analysis and the Markdown text; write the requested files, all or none."""
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be between 0 and 1, got {alpha}")
     paths = list(paths)
@@ -42,7 +43,7 @@ def build(
         from lmms_contam.report.html import to_html  # matplotlib only when a page is asked for
 
         outputs[Path(html_path)] = to_html(analysed)
-    for path, content in outputs.items():
-        with atomic_path(path) as tmp:
+    with atomic_paths(outputs) as temps:
+        for tmp, content in zip(temps, outputs.values(), strict=True):
             tmp.write_text(content, encoding="utf-8")
     return analysed, text

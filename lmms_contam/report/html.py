@@ -65,7 +65,8 @@ def accuracy_plot(results: list[BenchmarkResult]) -> str:
                     x + (offset - 0.5) * 0.3, 100 * value, yerr=[[100 * (value - low)], [100 * (high - value)]],
                     fmt="o", color=colour, capsize=4, markersize=8, label=label if x == 0 else None,
                 )  # fmt: skip
-        axis.set_xticks(range(len(rows)), [r.model for r in rows], rotation=20, ha="right", fontsize=8)
+        labels = [r.model.replace("$", r"\$") for r in rows]  # a `$` in model args is not mathtext
+        axis.set_xticks(range(len(rows)), labels, rotation=20, ha="right", fontsize=8)
         axis.set_title(benchmark)
         axis.set_ylabel("accuracy (%)")
         axis.set_ylim(-5, 105)
@@ -82,7 +83,7 @@ def category_plot(result: BenchmarkResult) -> str:
     axis.barh(names, deltas, color=["#c62828" if d < 0 else "#2e7d32" for d in deltas])
     axis.axvline(0, color="#333", linewidth=1)
     axis.set_xlabel("delta (perturbed - original), points")
-    axis.set_title(f"{result.model}: {result.benchmark} per category", fontsize=10)
+    axis.set_title(f"{result.model}: {result.benchmark} per category".replace("$", r"\$"), fontsize=10)
     axis.tick_params(axis="y", labelsize=8)
     return _png(figure)
 

@@ -89,20 +89,21 @@ def model_label(results: dict) -> str:
     config = results.get("config") or {}
     label = results.get("model_name") or config.get("model") or "unknown-model"
     args = config.get("model_args")
-    return f"{label} ({args})" if args and not results.get("model_name") else label
+    return f"{label} ({args})" if args and not results.get("model_name") else str(label)
 
 
 def find_runs(paths: Iterable[str | Path]) -> list[Path]:
-    """Every *_results.json under the given folders, plus results files named directly."""
+    """Every *_results.json under the given folders, plus results files named directly; each once, however
+    its folder was spelt (paths are compared resolved)."""
     found: list[Path] = []
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            found.extend(sorted(path.rglob("*_results.json")))
+            found.extend(sorted(path.resolve().rglob("*_results.json")))
         elif path.is_file() and path.name.endswith("_results.json"):
-            found.append(path)
+            found.append(path.resolve())
         elif path.is_file() and SAMPLES_FILE.match(path.name):
-            found.append(path.with_name(f"{SAMPLES_FILE.match(path.name)['stamp']}_results.json"))
+            found.append(path.resolve().with_name(f"{SAMPLES_FILE.match(path.name)['stamp']}_results.json"))
         else:
             raise ReportInputError(f"{path}: not an lmms-eval output folder, *_results.json or *_samples_<task>.jsonl")
     if not found:
@@ -111,18 +112,33 @@ def find_runs(paths: Iterable[str | Path]) -> list[Path]:
 
 
 def _read_json(path: Path) -> dict:
+    """An lmms-eval results file: a JSON object whose sections the report reads are objects too."""
     if not path.is_file():
         raise ReportInputError(f"{path}: missing (its samples files are here but the results file is not)")
     text = path.read_text()
     if not text.strip():
         raise ReportInputError(f"{path}: empty file")
     try:
-        return json.loads(text)
+        results = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ReportInputError(f"{path}: not valid JSON (truncated?): {exc}") from exc
+    if not isinstance(results, dict):
+        raise ReportInputError(f"{path}: an lmms-eval results file is a JSON object, not {_kind(results)}")
+    for section in ("config", "configs", "n-samples"):
+        if not isinstance(results.get(section, {}), dict):
+            raise ReportInputError(f"{path}: '{section}' is {_kind(results[section])}, expected an object")
+    return results
 
 
-def _read_samples(path: Path) -> list[dict]:
+def _kind(value: object) -> str:
+    return {dict: "an object", list: "a list", str: "a string", type(None): "null", bool: "a boolean"}.get(
+        type(value), "a number"
+    )
+
+
+def _read_samples(path: Path, expected: int | None) -> list[tuple[int, dict]]:
+    """(line number, sample) for every line; each must be a JSON object, and as many as results.json says
+    were logged (a samples file cut short, even at a pair boundary, is refused)."""
     lines = path.read_text().splitlines()
     if not any(line.strip() for line in lines):
         raise ReportInputError(f"{path}: empty file")
@@ -131,48 +147,80 @@ def _read_samples(path: Path) -> list[dict]:
         if not line.strip():
             continue
         try:
-            samples.append(json.loads(line))
+            sample = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ReportInputError(f"{path}:{number}: not valid JSON (truncated line?): {exc}") from exc
+        if not isinstance(sample, dict):
+            raise ReportInputError(f"{path}:{number}: a sample is a JSON object, not {_kind(sample)}")
+        samples.append((number, sample))
+    if expected is not None and len(samples) != expected:
+        raise ReportInputError(
+            f"{path}: {len(samples)} samples, but its results file says {expected} were logged (a truncated "
+            "or replaced samples file?)"
+        )
     return samples
 
 
-def _check_task(results: dict, task: str, source: Path) -> None:
-    config = (results.get("configs") or {}).get(task) or {}
-    versions = [entry.get("version") for entry in config.get("metadata") or [] if isinstance(entry, dict)]
-    if versions and float(versions[0]) != TASK_VERSION:
+def _check_task(results: dict, task: str, source: Path) -> int | None:
+    """Refuse another task version or a --limit run; return how many samples the run logged."""
+    config = results.get("configs", {}).get(task) or {}
+    metadata = config.get("metadata") if isinstance(config, dict) else None
+    versions = [entry.get("version") for entry in metadata or [] if isinstance(entry, dict)]
+    if versions and _number(versions[0]) != TASK_VERSION:
         raise ReportInputError(f"{source}: task {task} version {versions[0]}; this report reads version {TASK_VERSION}")
-    limit = (results.get("config") or {}).get("limit")
-    counts = (results.get("n-samples") or {}).get(task) or {}
-    if limit not in (None, -1) or counts.get("effective", 0) < counts.get("original", 0):
+    limit = results.get("config", {}).get("limit")
+    counts = results.get("n-samples", {}).get(task) or {}
+    if not isinstance(counts, dict):
+        raise ReportInputError(f"{source}: 'n-samples' of {task} is {_kind(counts)}, expected an object")
+    effective, original = _number(counts.get("effective")), _number(counts.get("original"))
+    if limit not in (None, -1) or (effective is not None and original is not None and effective < original):
         raise ReportInputError(
             f"{source}: task {task} ran with --limit ({counts.get('effective')} of {counts.get('original')} "
             "documents); a contamination verdict needs every kept item"
         )
+    return None if effective is None else int(effective)
 
 
-def _ids(sample: dict, source: Path, number: int) -> dict:
-    """The sample's contam_ids record, refused when absent or of another schema version."""
+def _number(value: object) -> float | None:
+    if isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+PERTURBATION_FIELDS = ("item_id", "original_id", "variant", "correct")
+
+
+def _ids(sample: dict, source: Path, line: int, fields: tuple[str, ...]) -> dict:
+    """The sample's contam_ids record, refused (file and line named) when absent, of another schema
+    version, without a field the analysis reads, or with a correctness that is not 0 or 1."""
     ids = sample.get("contam_ids")
     if not isinstance(ids, dict):
-        raise ReportInputError(f"{source}: sample {number} has no contam_ids (not written by an lmms-contam task?)")
+        raise ReportInputError(f"{source}:{line}: no contam_ids (not written by an lmms-contam task?)")
     if ids.get("schema_version") != SCHEMA_VERSION:
-        raise ReportInputError(f"{source}: sample {number} has schema version {ids.get('schema_version')}")
+        raise ReportInputError(f"{source}:{line}: schema version {ids.get('schema_version')}")
+    missing = [name for name in fields if name not in ids]
+    if missing:
+        raise ReportInputError(f"{source}:{line}: contam_ids lacks {', '.join(missing)}")
+    if "correct" in fields and (isinstance(ids["correct"], bool) or ids["correct"] not in (0, 1)):
+        raise ReportInputError(f"{source}:{line}: contam_ids.correct is {ids['correct']!r}, expected 0 or 1")
     return ids
 
 
-def _to_item(sample: dict, source: Path, number: int) -> ScoredItem:
-    ids = _ids(sample, source, number)
+def _to_item(sample: dict, source: Path, line: int) -> ScoredItem:
+    ids = _ids(sample, source, line, PERTURBATION_FIELDS)
     response = sample.get("filtered_resps")
     response = response[0] if isinstance(response, list) and response else response
     return ScoredItem(
-        item_id=ids["item_id"],
-        original_id=ids["original_id"],
-        variant=ids["variant"],
+        item_id=str(ids["item_id"]),
+        original_id=str(ids["original_id"]),
+        variant=str(ids["variant"]),
         correct=int(ids["correct"]),
-        stratum=ids.get("stratum") or "",
-        group=ids.get("group") or "",
-        slot=ids.get("slot") or "",
+        stratum=str(ids.get("stratum") or ""),
+        group=str(ids.get("group") or ""),
+        slot=str(ids.get("slot") or ""),
         gold=str(ids.get("gold", "")),
         response=str(response if response is not None else ""),
     )
@@ -184,6 +232,7 @@ class _Source:
     benchmark: str
     kind: str  # contam | original | perturbed, or a peer detector
     samples: Path
+    logged: int | None  # how many samples results.json says were logged
 
 
 def _task_parts(task: str) -> tuple[str, str] | None:
@@ -203,8 +252,8 @@ def _discover(paths: list[str | Path]) -> tuple[list[_Source], set[str]]:
             if not parts:
                 unknown.add(task)
                 continue
-            _check_task(results, task, results_path)
-            sources.append(_Source(model_label(results), *parts, samples_path))
+            logged = _check_task(results, task, results_path)
+            sources.append(_Source(model_label(results), *parts, samples_path, logged))
     named = [Path(p) for p in paths if Path(p).is_file() and SAMPLES_FILE.match(Path(p).name)]
     for path in named:
         task = SAMPLES_FILE.match(path.name)["task"]
@@ -267,15 +316,13 @@ def load(paths: Iterable[str | Path]) -> Loaded:
 def _perturbation_entry(model: str, benchmark: str, candidates: list[_Source]) -> ModelBenchmark:
     entry = ModelBenchmark(model, benchmark)
     for source in _select(model, benchmark, candidates):
-        samples = _read_samples(source.samples)
-        for number, sample in enumerate(tqdm(samples, desc=source.samples.name, disable=len(samples) < 5000), 1):
+        samples = _read_samples(source.samples, source.logged)
+        for number, sample in tqdm(samples, desc=source.samples.name, disable=len(samples) < 5000):
             item = _to_item(sample, source.samples, number)
             if source.kind != "contam" and item.variant != source.kind:
-                raise ReportInputError(f"{source.samples}: sample {number} is {item.variant} in a {source.kind} task")
+                raise ReportInputError(f"{source.samples}:{number}: a {item.variant} sample in a {source.kind} task")
             if item.variant in entry.items[item.item_id]:
-                raise ReportInputError(
-                    f"{source.samples}: sample {number} repeats item {item.item_id} ({item.variant})"
-                )
+                raise ReportInputError(f"{source.samples}:{number}: repeats item {item.item_id} ({item.variant})")
             entry.items[item.item_id][item.variant] = item
         for variant in ("original", "perturbed") if source.kind == "contam" else (source.kind,):
             entry.sources[variant] = str(source.samples)
@@ -286,15 +333,12 @@ def _perturbation_entry(model: str, benchmark: str, candidates: list[_Source]) -
 def _records(source: _Source, fields: tuple[str, ...]) -> list[dict]:
     """Every sample's contam_ids, checked for schema, the fields the analysis reads, and repeats."""
     records, seen = [], set()
-    for number, sample in enumerate(_read_samples(source.samples), 1):
-        ids = _ids(sample, source.samples, number)
-        missing = [name for name in fields if name not in ids]
-        if missing:
-            raise ReportInputError(f"{source.samples}: sample {number} lacks {', '.join(missing)} in contam_ids")
-        key = (ids["item_id"], ids.get("variant"))
+    for number, sample in _read_samples(source.samples, source.logged):
+        ids = _ids(sample, source.samples, number, fields)
+        key = (str(ids["item_id"]), str(ids.get("variant")))
         if key in seen:
-            version = f" ({key[1]})" if key[1] else ""
-            raise ReportInputError(f"{source.samples}: sample {number} repeats item {key[0]}{version}")
+            version = f" ({key[1]})" if ids.get("variant") else ""
+            raise ReportInputError(f"{source.samples}:{number}: repeats item {key[0]}{version}")
         seen.add(key)
         records.append(ids)
     return records

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import asdict
 
 from lmms_contam import __version__
@@ -180,10 +181,18 @@ def detail_rows(results: list[BenchmarkResult]) -> tuple[list[str], list[list[st
     return header, rows
 
 
+MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>#!|~&])")
+
+
+def markdown_text(text: str) -> str:
+    """A cell's text as literal Markdown: model names and arguments are the user's, and a `|`, a link, an
+    HTML tag or a line break in them must not change the table or the page it is rendered into."""
+    return MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
+
+
 def _table(header: list[str], rows: list[list[str]]) -> str:
-    escape = lambda text: text.replace("|", "\\|")  # noqa: E731
-    lines = ["| " + " | ".join(map(escape, header)) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(map(escape, row)) + " |" for row in rows]
+    lines = ["| " + " | ".join(map(markdown_text, header)) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(map(markdown_text, row)) + " |" for row in rows]
     return "\n".join(lines)
 
 
@@ -214,10 +223,15 @@ def rate_rows(analysed: Analysed) -> tuple[list[str], list[list[str]]]:
     for r in analysed.rates:
         judged = (r.judge or {}).get("judge")
         agreement = (judged or {}).get("agreement")
+        if not judged:
+            text_rate = "not judged"
+        elif judged.get("complete") is False:
+            text_rate = f"none: the judge's API calls failed ({'; '.join(judged['problems'])})"
+        else:
+            text_rate = (f"{pct(judged['image_text_rate'])} (up to {pct(judged['image_text_rate_upper'])}; "
+                         f"{judged['usage'][0]['model']})")  # fmt: skip
         rows.append([
-            r.benchmark, str(r.images), f"{pct(r.image_only_rate)} (> {r.threshold})",
-            f"{pct(judged['image_text_rate'])} (up to {pct(judged['image_text_rate_upper'])}; "
-            f"{judged['usage'][0]['model']})" if judged else "not judged",
+            r.benchmark, str(r.images), f"{pct(r.image_only_rate)} (> {r.threshold})", text_rate,
             pct(r.judge["prefilter_rate"]) if r.judge else "-",
             str(judged["counts"].get("unjudged", 0)) if judged else "-",
             f"{agreement['agree']} of {agreement['judged_by_both']}" if agreement else "-",
