@@ -71,7 +71,7 @@ def _import_mm_perturb(args: argparse.Namespace) -> int:
     try:
         originals = loaders.items(benchmark, loaders.load_rows(benchmark, args.originals))
         summary = mm_perturb.import_release(benchmark, args.tsv, args.images, originals, out, keep=args.keep)
-    except (PerturbedSetError, FileNotFoundError) as exc:
+    except (PerturbedSetError, ValueError, FileNotFoundError) as exc:
         print(f"lmms-contam import: {exc}", file=sys.stderr)
         return 2
     print(f"{benchmark}: {summary.kept} of {summary.rows} rows imported into {out}")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import datasets
+import pyarrow as pa
 
 from lmms_contam.benchmarks import SCANNABLE
 from lmms_contam.items import Item, Skipped
@@ -42,17 +43,25 @@ HUB = {
 
 
 def read_rows(source: str, split: str) -> datasets.Dataset:
-    """A split of a local save_to_disk folder, a parquet file or folder of them, or a hub dataset id."""
+    """A split of a local save_to_disk folder, a parquet file or folder of them, or a hub dataset id; a
+    local copy that cannot be read is refused with its name."""
     path = Path(source)
+    if not path.exists():
+        return datasets.load_dataset(source, split=split)
+    try:
+        return _read_local(path, split)
+    except (pa.ArrowException, datasets.exceptions.DatasetGenerationError, OSError, KeyError) as exc:
+        raise ValueError(f"{source}: not a readable dataset copy ({type(exc).__name__}: {exc})") from exc
+
+
+def _read_local(path: Path, split: str) -> datasets.Dataset:
     if path.is_dir() and ((path / "state.json").exists() or (path / "dataset_dict.json").exists()):
         loaded = datasets.load_from_disk(str(path))
         return loaded[split] if isinstance(loaded, datasets.DatasetDict) else loaded
     if path.is_dir():
         files = sorted(str(p) for p in path.rglob("*.parquet"))
         return datasets.load_dataset("parquet", data_files={split: files}, split=split)
-    if path.is_file():
-        return datasets.load_dataset("parquet", data_files={split: str(path)}, split=split)
-    return datasets.load_dataset(source, split=split)
+    return datasets.load_dataset("parquet", data_files={split: str(path)}, split=split)
 
 
 def load_rows(benchmark: str, source: str | None = None) -> datasets.Dataset:

@@ -5,7 +5,9 @@ The release holds, per benchmark, a TSV (index, question, answer, A-D, ..., imag
 answers and images are not in it: they come from the original benchmark, joined on `index`.
 Real quirks are taken as they are and counted: answers that are not an option letter, rows that
 point at the unedited original image, empty trailing options, absolute paths from the authors'
-machine (mapped onto the user's folder by their last folder and file name).
+machine (mapped onto the user's folder by their last folder and file name). Damage is refused
+with the file and row named: a TSV cut short, a row without index, answer or image path, an
+image that does not decode.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 import pandas as pd
+from PIL import Image
 
 from lmms_contam.atomic import atomic_path
+from lmms_contam.imaging import decoding_error, strict_decoding
 from lmms_contam.items import Item
 from lmms_contam.schema import SCHEMA_VERSION, PerturbedSetError, option_letters, write_parquet
 
@@ -54,6 +58,12 @@ def read_tsv(path: str | Path) -> pd.DataFrame:
     missing = [column for column in REQUIRED if column not in table.columns]
     if missing:
         raise PerturbedSetError(f"{path}: missing column(s) {', '.join(missing)}; found {', '.join(table.columns)}")
+    if not Path(path).read_bytes().endswith(b"\n"):
+        raise PerturbedSetError(f"{path}: the last line has no line end: a truncated file? (the release's end in one)")
+    for row, values in enumerate(table[["index", "answer", "image_path"]].itertuples(index=False), 1):
+        empty = [name for name, value in zip(("index", "answer", "image_path"), values, strict=True) if not value]
+        if empty:
+            raise PerturbedSetError(f"{path}: data row {row} (index {values[0] or '?'}): empty {', '.join(empty)}")
     duplicated = table["index"][table["index"].duplicated()].tolist()
     if duplicated:
         raise PerturbedSetError(f"{path}: duplicate index value(s) {', '.join(duplicated[:5])}")
@@ -94,13 +104,22 @@ def _question(original: Item, row: pd.Series, options: list[str]) -> str:
     return f"{row['question'].strip()}\n{listed}\n{REALWORLDQA_INSTRUCTION}"
 
 
+def _require_image(path: Path, row: str) -> None:
+    """A damaged image in the archive (a broken download or extraction) is refused, naming file and row."""
+    try:
+        with strict_decoding(), Image.open(path) as image:
+            image.load()
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise PerturbedSetError(f"{path} ({row}): unreadable image ({decoding_error(exc)})") from exc
+
+
 def convert(
     benchmark: str, table: pd.DataFrame, images: Path, originals: dict[str, Item], keep: set[str] | None, source: str
 ) -> tuple[list[dict], ImportSummary]:
     summary = ImportSummary(benchmark, rows=len(table))
     provenance_base = {"source": "mm-perturb release (Park et al., 2025)", "tsv": source}
     rows = []
-    for _, row in table.iterrows():
+    for number, (_, row) in enumerate(table.iterrows(), 1):
         index = row["index"].strip()
         reason = None
         options = row_options(row)
@@ -120,6 +139,8 @@ def convert(
             reason = "answer unchanged"
         elif not image_path.is_file():
             reason = "image file missing"
+        else:
+            _require_image(image_path, f"{source} data row {number} (index {index})")
         if reason:
             summary.skipped[reason] += 1
             continue

@@ -20,7 +20,15 @@ from tqdm.auto import tqdm
 
 from lmms_contam.atomic import atomic_path
 from lmms_contam.corpus.embed import Recipe
-from lmms_contam.corpus.sources import remove_shards_from, reusable_shard, shard_files, write_shard
+from lmms_contam.corpus.sources import (
+    begin_corpus,
+    finish_corpus,
+    read_recipe,
+    remove_shards_from,
+    reusable_shard,
+    shard_files,
+    write_shard,
+)
 from lmms_contam.fingerprint import digest, file_identity
 
 UNIT_TOLERANCE = 1e-2  # cosines need unit vectors; DataComp's are normalised
@@ -74,12 +82,13 @@ def import_datacomp(source: str | Path, out: str | Path, recipe_path: str | Path
     shards = sorted(source.rglob("*.npz"))
     if not shards:
         raise ValueError(f"{source}: no .npz files")
-    recipe = Recipe(**json.loads(Path(recipe_path).read_text()))
+    recipe = read_recipe(Path(recipe_path))
     existing = out / "recipe.json"
-    if existing.exists() and Recipe(**json.loads(existing.read_text())) != recipe:
+    if existing.exists() and read_recipe(existing) != recipe:
         raise ValueError(f"{out}: holds vectors of another recipe")
     with atomic_path(existing) as tmp:
         tmp.write_text(json.dumps(asdict(recipe), indent=2))
+    begin_corpus(out)
     counts, dim = {"shards": 0, "shards_reused": 0, "rows": 0}, None
     for number, path in enumerate(tqdm(shards, desc=f"importing {source}", unit="shard")):
         counts["shards"] += 1
@@ -97,4 +106,6 @@ def import_datacomp(source: str | Path, out: str | Path, recipe_path: str | Path
         write_shard(out, number, inputs, {"source": str(path), "rows": len(vectors)},
                     _metadata(path, len(vectors)), vectors, recipe.dtype)  # fmt: skip
     counts["shards_removed"] = remove_shards_from(out, counts["shards"])
-    return {"source": str(source), "out": str(out), "key": key, **counts}
+    summary = {"source": str(source), "out": str(out), "key": key, **counts, "recipe": asdict(recipe)}
+    finish_corpus(out, summary)
+    return summary

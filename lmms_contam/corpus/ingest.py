@@ -28,7 +28,15 @@ from tqdm.auto import tqdm
 
 from lmms_contam.atomic import atomic_path
 from lmms_contam.corpus.embed import Recipe, decode, require_same_recipe
-from lmms_contam.corpus.sources import remove_shards_from, reusable_shard, shard_files, write_shard
+from lmms_contam.corpus.sources import (
+    begin_corpus,
+    finish_corpus,
+    read_recipe,
+    remove_shards_from,
+    reusable_shard,
+    shard_files,
+    write_shard,
+)
 from lmms_contam.fingerprint import digest
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp", ".tif", ".tiff")
@@ -43,13 +51,20 @@ class CorpusRecord:
     url: str
 
 
-def _sidecar(text: str | None, suffix: str) -> tuple[str, str]:
-    """(caption, url) from a .txt (the caption) or .json ({caption, url}) sidecar."""
-    if text is None:
+def _sidecar(data: bytes | None, suffix: str, where: str) -> tuple[str, str]:
+    """(caption, url) from a .txt (the caption) or .json ({caption, url}) sidecar; a damaged one is refused
+    with its name (a caption read wrong would misinform every judge verdict on its image)."""
+    if data is None:
         return "", ""
-    if suffix == ".txt":
-        return text.strip(), ""
-    payload = json.loads(text)
+    try:
+        text = data.decode("utf-8")
+        if suffix == ".txt":
+            return text.strip(), ""
+        payload = json.loads(text)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{where}: unreadable caption sidecar ({exc})") from exc
+    if not isinstance(payload, dict):
+        raise ValueError(f"{where}: a .json sidecar holds an object with caption and url")
     return str(payload.get("caption") or ""), str(payload.get("url") or "")
 
 
@@ -59,7 +74,7 @@ def _from_folder(root: Path) -> Iterator[CorpusRecord]:
         for suffix in (".json", ".txt"):
             sidecar = path.with_suffix(suffix)
             if sidecar.exists():
-                caption, url = _sidecar(sidecar.read_text(encoding="utf-8"), suffix)
+                caption, url = _sidecar(sidecar.read_bytes(), suffix, str(sidecar))
                 break
         yield CorpusRecord(str(path), path.read_bytes(), caption, url)
 
@@ -71,7 +86,9 @@ def _tar_groups(archive: tarfile.TarFile) -> Iterator[tuple[str, dict[str, bytes
     for member in archive:
         if not member.isfile():
             continue
-        name, dot, suffix = member.name.partition(".")
+        folder, _, base = member.name.rpartition("/")  # the key is the path up to the file name's first dot
+        stem, dot, suffix = base.partition(".")
+        name = f"{folder}/{stem}" if folder else stem
         if name != key and files:
             yield key, files
             files = {}
@@ -81,22 +98,37 @@ def _tar_groups(archive: tarfile.TarFile) -> Iterator[tuple[str, dict[str, bytes
         yield key, files
 
 
+def _require_end_marker(tar_path: Path, offset: int) -> None:
+    """tarfile stops quietly at a header cut short; a complete archive ends in two zero blocks."""
+    with open(tar_path, "rb") as handle:
+        handle.seek(offset)
+        tail = handle.read(2 * tarfile.BLOCKSIZE)
+    if len(tail) < 2 * tarfile.BLOCKSIZE or tail.strip(b"\0"):
+        raise ValueError(f"{tar_path}: truncated tar archive (no end-of-archive marker after byte {offset})")
+
+
 def _from_tars(tars: list[Path]) -> Iterator[CorpusRecord]:
     for tar_path in tars:
-        with tarfile.open(tar_path) as archive:
-            for key, files in _tar_groups(archive):
-                image = next((files[s] for s in IMAGE_SUFFIXES if s in files), None)
-                if image is None:
-                    continue
-                text = files.get(".json") or files.get(".txt")
-                suffix = ".json" if ".json" in files else ".txt"
-                caption, url = _sidecar(text.decode("utf-8") if text is not None else None, suffix)
-                yield CorpusRecord(f"{tar_path}:{key}", image, caption, url)
+        try:
+            with tarfile.open(tar_path) as archive:
+                for key, files in _tar_groups(archive):
+                    image = next((files[s] for s in IMAGE_SUFFIXES if s in files), None)
+                    if image is None:
+                        continue
+                    suffix = ".json" if ".json" in files else ".txt"
+                    caption, url = _sidecar(files.get(suffix), suffix, f"{tar_path}:{key}{suffix}")
+                    yield CorpusRecord(f"{tar_path}:{key}", image, caption, url)
+                _require_end_marker(tar_path, archive.offset)
+        except (tarfile.TarError, EOFError, OSError) as exc:  # a truncated or damaged shard
+            raise ValueError(f"{tar_path}: unreadable tar archive ({exc})") from exc
 
 
 def _from_parquet(files: list[Path], image_column: str) -> Iterator[CorpusRecord]:
     for path in files:
-        table = pq.ParquetFile(path)
+        try:
+            table = pq.ParquetFile(path)
+        except (pa.ArrowException, OSError) as exc:
+            raise ValueError(f"{path}: not a readable parquet file ({exc})") from exc
         if image_column not in table.schema_arrow.names:
             raise ValueError(f"{path}: no {image_column!r} column (columns: {', '.join(table.schema_arrow.names)})")
         row = 0
@@ -231,10 +263,11 @@ def embed_corpus(source: str | Path, out: str | Path, embedder, shard_size: int 
     source, out = Path(source).resolve(), Path(out).resolve()
     recipe_path = out / "recipe.json"
     if recipe_path.exists():
-        require_same_recipe(embedder.recipe, Recipe(**json.loads(recipe_path.read_text())), f"{out}")
+        require_same_recipe(embedder.recipe, read_recipe(recipe_path), f"{out}")
     else:
         with atomic_path(recipe_path) as tmp:
             tmp.write_text(json.dumps(asdict(embedder.recipe), indent=2))
+    begin_corpus(out)
     engine = engine or LocalEmbedding(embedder, decode_threads)
     stream = records(source, image_column)
     counts = {"shards": 0, "shards_reused": 0, "embedded": 0, "skipped": 0}
@@ -260,4 +293,6 @@ def embed_corpus(source: str | Path, out: str | Path, embedder, shard_size: int 
     if counts["shards"] == 0:
         raise ValueError(f"{source}: no images found")
     counts["shards_removed"] = remove_shards_from(out, counts["shards"])
-    return {"source": str(source), "out": str(out), **counts, "recipe": asdict(embedder.recipe)}
+    summary = {"source": str(source), "out": str(out), **counts, "recipe": asdict(embedder.recipe)}
+    finish_corpus(out, summary)
+    return summary

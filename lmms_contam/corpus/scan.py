@@ -252,8 +252,11 @@ def load(path: Path) -> TopK:
 def _scan_shard(eval_vectors: np.ndarray, job: tuple[str, int, int, int, float, str, str]) -> TopK:
     """One shard's top-k; a module-level function so Ray workers can import it."""
     path, offset, k, chunk, count_above, precision, device = job
-    corpus = np.load(path, mmap_mode="r", allow_pickle=False)
-    return scan_matrix(eval_vectors, corpus, offset, k, chunk, count_above, precision, device)
+    try:
+        corpus = np.load(path, mmap_mode="r", allow_pickle=False)
+        return scan_matrix(eval_vectors, corpus, offset, k, chunk, count_above, precision, device)
+    except (ValueError, OSError) as exc:  # a damaged shard: say which file (rows are global ids)
+        raise ValueError(f"{path}: {exc}") from exc
 
 
 def shard_key(path: str | Path, offset: int, eval_sha256: str, k: int, count_above: float, precision: str,

@@ -5,6 +5,8 @@
     <corpus>/recipe.json                                  (how the vectors were made; see embed.Recipe)
     <corpus>/shards/shard_0.json, ...                     (written by embed-corpus and import datacomp:
                                                            the digest of what each shard was made from)
+    <corpus>/corpus.json                                  (their summary, written last: without it such a
+                                                           folder is an unfinished run and is refused)
 
 Public dumps carry no recipe file, and a cosine means something only between vectors of the same
 recipe, so the user writes recipe.json once (e.g. LAION's ViT-L/14 embeddings of 256 px resizes).
@@ -36,26 +38,62 @@ class EmbeddingShard:
     rows: int
 
 
+def read_recipe(path: Path) -> Recipe:
+    """A recipe.json, refused with its name when damaged or of another shape."""
+    try:
+        return Recipe(**json.loads(path.read_text()))
+    except (json.JSONDecodeError, TypeError) as exc:  # TypeError: fields another recipe does not have
+        raise ValueError(f"{path}: not a valid recipe ({exc})") from exc
+
+
+def _shard_rows(vectors: Path, metadata: Path | None) -> int:
+    """Rows of a shard, checked against its metadata; a damaged file is refused with its name."""
+    try:
+        rows = len(np.load(vectors, mmap_mode="r", allow_pickle=False))
+    except (ValueError, OSError, EOFError) as exc:
+        raise ValueError(f"{vectors}: not a readable .npy array ({exc})") from exc
+    if metadata is not None:
+        try:
+            described = pq.ParquetFile(metadata).metadata.num_rows
+        except (pa.ArrowException, OSError) as exc:
+            raise ValueError(f"{metadata}: not a readable parquet file ({exc})") from exc
+        if described != rows:
+            raise ValueError(f"{metadata}: {described} rows for {rows} vectors")
+    return rows
+
+
+COMPLETE = "corpus.json"
+
+
+def begin_corpus(corpus: Path) -> None:
+    """A run that writes shards starts by withdrawing the mark that the folder is complete."""
+    (corpus / COMPLETE).unlink(missing_ok=True)
+
+
+def finish_corpus(corpus: Path, summary: dict) -> None:
+    with atomic_path(corpus / COMPLETE) as tmp:
+        tmp.write_text(json.dumps(summary, indent=2) + "\n")
+
+
 def open_corpus(folder: str | Path) -> tuple[list[EmbeddingShard], Recipe]:
     folder = Path(folder)
+    if (folder / "shards").is_dir() and not (folder / COMPLETE).is_file():
+        raise ValueError(f"{folder}: incomplete: an `embed-corpus` or `import datacomp` run into it did not "
+                         f"finish (no {COMPLETE}); rerun it (finished shards are reused)")  # fmt: skip
     recipe_path = folder / "recipe.json"
     if not recipe_path.exists():
         raise ValueError(f"{folder}: no recipe.json; write how these vectors were made (model, weights, "
                          "preprocessing, dtype) so they are only compared with vectors made the same way")  # fmt: skip
-    recipe = Recipe(**json.loads(recipe_path.read_text()))
+    recipe = read_recipe(recipe_path)
     found = sorted((int(m[1]), p) for p in folder.rglob("img_emb_*.npy") if (m := SHARD.search(p.name)))
     if not found:
         raise ValueError(f"{folder}: no img_emb_N.npy shards")
     shards, offset = [], 0
     for number, path in found:
-        vectors = np.load(path, mmap_mode="r", allow_pickle=False)
         metadata = next(iter(folder.rglob(f"metadata_{number}.parquet")), None)
-        if metadata is not None and pq.ParquetFile(metadata).metadata.num_rows != len(vectors):
-            raise ValueError(
-                f"{metadata}: {pq.ParquetFile(metadata).metadata.num_rows} rows for {len(vectors)} vectors"
-            )
-        shards.append(EmbeddingShard(path.stem, path, metadata, offset, len(vectors)))
-        offset += len(vectors)
+        rows = _shard_rows(path, metadata)
+        shards.append(EmbeddingShard(path.stem, path, metadata, offset, rows))
+        offset += rows
     return shards, recipe
 
 

@@ -6,11 +6,10 @@ recipe); anything else is refused with the file named.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from lmms_contam.corpus.scan import SCAN_VERSION
+from lmms_contam.corpus.flags import ScanOutputError, read_json_object, read_scan
 from lmms_contam.report.inputs import ReportInputError
 
 
@@ -26,13 +25,6 @@ class BenchmarkRates:
     source: str
 
 
-def _read(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ReportInputError(f"{path}: not valid JSON (truncated?): {exc}") from exc
-
-
 def load(folder: str | Path) -> list[BenchmarkRates]:
     folder = Path(folder)
     summaries = sorted(folder.glob("*.summary.json"))
@@ -40,12 +32,13 @@ def load(folder: str | Path) -> list[BenchmarkRates]:
         raise ReportInputError(f"{folder}: no <benchmark>.summary.json (an `lmms-contam scan --out` folder?)")
     found = []
     for path in summaries:
-        scan = _read(path)
-        if scan.get("scan_version") != SCAN_VERSION:
-            raise ReportInputError(f"{path}: scan version {scan.get('scan_version')}; this report reads {SCAN_VERSION}")
-        benchmark = scan["benchmark"]
+        benchmark = path.name.removesuffix(".summary.json")
         judge_path = folder / f"{benchmark}.judge.json"
-        judge = _read(judge_path) if judge_path.exists() else None
+        try:
+            scan, _ = read_scan(folder, benchmark)
+            judge = read_json_object(judge_path) if judge_path.exists() else None
+        except ScanOutputError as exc:
+            raise ReportInputError(str(exc)) from exc
         if judge is not None and (judge.get("benchmark") != benchmark or judge.get("scan_recipe") != scan["recipe"]):
             raise ReportInputError(
                 f"{judge_path}: made from another scan than {path} (benchmark or embedding recipe differs); "
