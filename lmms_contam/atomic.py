@@ -1,31 +1,49 @@
 """Write-then-rename, so a crash never leaves a partial output that looks complete; several outputs
-of one command appear together or not at all."""
+of one command appear together or not at all.
+
+A temporary file is named after its target, host and process. SIGKILL gives a writer no chance to
+remove its temporary file, so the next write of the same target removes those of writers on this
+host that no longer run.
+"""
 
 from __future__ import annotations
 
+import glob
 import os
+import socket
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+HOST = socket.gethostname()
 
-@contextmanager
-def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside `path`; it becomes `path` only if the block succeeds."""
-    final = Path(path)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
-    os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
+
+def _running(pid: int) -> bool:
     try:
-        yield Path(tmp)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, final)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _remove_orphans(final: Path) -> None:
+    """Temporary files of `final` left by writers on this host that were killed."""
+    prefix = f".{final.name}.{HOST}-"
+    for leftover in final.parent.glob(f".{glob.escape(final.name)}.*.tmp"):
+        pid = leftover.name[len(prefix) :].split(".", 1)[0]
+        if leftover.name.startswith(prefix) and pid.isdigit() and not _running(int(pid)):
+            leftover.unlink(missing_ok=True)
+
+
+def _temporary_beside(final: Path) -> str:
+    final.parent.mkdir(parents=True, exist_ok=True)
+    _remove_orphans(final)
+    fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.{HOST}-{os.getpid()}.", suffix=".tmp", dir=final.parent)
+    os.close(fd)
+    return tmp
 
 
 @contextmanager
@@ -42,10 +60,7 @@ def atomic_paths(paths: Iterable[str | os.PathLike]) -> Iterator[list[Path]]:
     temps: list[str] = []
     try:
         for final in finals:
-            final.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
-            os.close(fd)
-            temps.append(tmp)
+            temps.append(_temporary_beside(final))
         yield [Path(tmp) for tmp in temps]
         umask = os.umask(0)
         os.umask(umask)
@@ -56,3 +71,10 @@ def atomic_paths(paths: Iterable[str | os.PathLike]) -> Iterator[list[Path]]:
         for tmp in temps:
             if os.path.exists(tmp):
                 os.unlink(tmp)
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; it becomes `path` only if the block succeeds."""
+    with atomic_paths([path]) as (tmp,):
+        yield tmp

@@ -88,7 +88,8 @@ class Usage:
 
 
 class CallOutcomes:
-    """Items whose API work failed (after the SDK's retries), and items that made a call and succeeded."""
+    """Items whose API work failed (after the SDK's retries), and items that have a result (from a call
+    or from the store)."""
 
     def __init__(self, stage: str) -> None:
         self.stage = stage
@@ -160,7 +161,6 @@ class ChatClient:
         self.config = config
         self.usage = Usage()
         self.outcomes = CallOutcomes(stage)
-        self._calls = threading.local()  # calls made by the item this thread is working on
         self._secrets = environment_secrets(config.api_key_env)
         # Local servers take any key; OpenAI's API refuses a missing one with a clear error.
         key = os.environ.get(config.api_key_env) or ("not-needed" if config.base_url else None)
@@ -184,7 +184,6 @@ class ChatClient:
 
     def complete(self, messages: list[dict], **params) -> ChatResult:
         response = self._client.chat.completions.create(model=self.config.model, messages=messages, **params)
-        self._calls.count = getattr(self._calls, "count", 0) + 1
         usage = response.usage
         input_tokens = usage.prompt_tokens if usage else 0
         output_tokens = usage.completion_tokens if usage else 0
@@ -203,18 +202,16 @@ class ChatClient:
 
     def map(self, work: Callable[[T], R], items: Iterable[T], desc: str) -> list[R | BaseException]:
         """Run `work` over items with bounded concurrency; a failure is returned in place, not raised, and
-        counted in `outcomes` (with an item that made a call and succeeded)."""
+        counted in `outcomes` as every success is."""
         items = list(items)
 
         def guarded(item: T) -> R | BaseException:
-            self._calls.count = 0
             try:
                 result = work(item)
             except Exception as exc:  # recorded per item by the caller
                 self.outcomes.add_failure(self.describe(exc))
                 return exc
-            if self._calls.count:
-                self.outcomes.add_success()
+            self.outcomes.add_success()
             return result
 
         with ThreadPoolExecutor(max_workers=max(1, self.config.concurrency)) as pool:

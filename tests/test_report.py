@@ -138,6 +138,12 @@ def test_mismatched_item_sets_are_refused(outputs, tmp_path):
     (perturbed,) = copy.rglob("*_samples_mmstar_perturbed.jsonl")
     lines = perturbed.read_text().splitlines()
     perturbed.write_text("\n".join(lines[:-2]) + "\n")
+    _refused([str(copy)], tmp_path, f"{perturbed}: {len(lines) - 2} samples, but its results file says {len(lines)}")
+    # A run whose results file agrees (two items really not scored) is refused for the pairs it lacks.
+    results_path = perturbed.with_name(perturbed.name.split("_samples_")[0] + "_results.json")
+    results = json.loads(results_path.read_text())
+    results["n-samples"]["mmstar_perturbed"] = {"original": len(lines) - 2, "effective": len(lines) - 2}
+    results_path.write_text(json.dumps(results))
     _refused([str(copy)], tmp_path, "the item sets differ: 2 item(s) only in")
 
 

@@ -261,6 +261,7 @@ def embed_corpus(source: str | Path, out: str | Path, embedder, shard_size: int 
     if shard_size < 1:
         raise ValueError(f"shard size must be positive, got {shard_size}")
     source, out = Path(source).resolve(), Path(out).resolve()
+    stream = records(source, image_column)  # a missing source is refused before anything is written
     recipe_path = out / "recipe.json"
     if recipe_path.exists():
         require_same_recipe(embedder.recipe, read_recipe(recipe_path), f"{out}")
@@ -269,7 +270,6 @@ def embed_corpus(source: str | Path, out: str | Path, embedder, shard_size: int 
             tmp.write_text(json.dumps(asdict(embedder.recipe), indent=2))
     begin_corpus(out)
     engine = engine or LocalEmbedding(embedder, decode_threads)
-    stream = records(source, image_column)
     counts = {"shards": 0, "shards_reused": 0, "embedded": 0, "skipped": 0}
     progress = tqdm(desc=f"embedding {source}", unit="image")
     for number in itertools.count():
