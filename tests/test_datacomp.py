@@ -61,6 +61,31 @@ def test_imported_shards_scan_like_the_features(release, tmp_path):
     assert "(2 reused)" in again.stdout
 
 
+def test_a_rerun_converts_again_what_changed_and_equals_a_fresh_import(release, tmp_path):
+    """Each input changed in turn: a shard's features, its captions, the source shrinking (its last shard
+    goes), the array imported."""
+    folder, shards, recipe = release
+
+    def corpus(out):
+        opened, _ = open_corpus(out)
+        return ([np.load(s.vectors).tolist() for s in opened], [pq.read_table(s.metadata).to_pylist() for s in opened])
+
+    changes = [
+        ("features", lambda: write_shard(folder, "00000001", shards[1][::-1].copy(), ["c"] * 20), [], 1),
+        ("captions", lambda: write_shard(folder, "00000001", shards[1][::-1].copy(), ["d"] * 20), [], 1),
+        ("a shard removed", lambda: [(folder / f"00000001.{s}").unlink() for s in ("npz", "parquet")], [], 1),
+        ("the array", lambda: None, ["--key", "b32_img"], 0),
+    ]
+    assert run(str(folder), "--out", str(tmp_path / "out"), "--recipe", str(recipe)).returncode == 0
+    for number, (name, change, extra, reused) in enumerate(changes):
+        change()
+        rerun = run(str(folder), "--out", str(tmp_path / "out"), "--recipe", str(recipe), *extra)
+        assert rerun.returncode == 0 and f"({reused} reused)" in rerun.stdout, (name, rerun.stdout + rerun.stderr)
+        fresh = run(str(folder), "--out", str(tmp_path / f"fresh{number}"), "--recipe", str(recipe), *extra)
+        assert fresh.returncode == 0, fresh.stderr
+        assert corpus(tmp_path / "out") == corpus(tmp_path / f"fresh{number}"), name
+
+
 def test_bad_features_are_refused_naming_file_and_row(release, tmp_path):
     folder, shards, recipe = release
     broken = shards[1].copy()

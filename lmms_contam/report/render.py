@@ -181,7 +181,7 @@ def detail_rows(results: list[BenchmarkResult]) -> tuple[list[str], list[list[st
     return header, rows
 
 
-MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>#!|~&])")
+MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<|~&])")  # inside a table cell; line breaks are joined first
 
 
 def markdown_text(text: str) -> str:
