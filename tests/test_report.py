@@ -276,6 +276,8 @@ def test_peer_detectors_sit_beside_the_perturbation_verdict(outputs, tmp_path):
 
     markdown = report(*args).stdout
     assert "## Peer detectors" in markdown
-    assert "| contam_test_memoriser | mmstar | -100.0 (contaminated) | -100.0 (flagged, p 0.00049, n 12) |" in markdown
+    assert (
+        "| contam\\_test\\_memoriser | mmstar | -100.0 (contaminated) | -100.0 (flagged, p 0.00049, n 12) |" in markdown
+    )
     assert f"| dummy (response=A) | realworldqa | - | {-100 * right / 12:+.1f} (" in markdown
     assert "<h2>Peer detectors</h2>" in page.read_text()

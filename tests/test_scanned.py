@@ -227,12 +227,12 @@ def test_report_adds_the_gap_to_its_leaderboard(contaminated_run, tmp_path):
     assert mmstar.rates["image_only"] == 0.5 and mmstar.accuracy == 0.5
     header = next(line for line in text.splitlines() if line.startswith("| model | mmbench: flagged - clean"))
     assert header.count("flagged - clean") == len(SCANNABLE)
-    row = next(line for line in text.splitlines() if line.startswith("| contam_test_contaminated"))
+    row = next(line for line in text.splitlines() if line.startswith("| contam\\_test\\_contaminated"))
     assert row.count("image-only +100.0 (higher on contaminated items)") == len(SCANNABLE)
     # 7 answerable items: the gap is large and p small, but one side is too small for a verdict.
     assert "image-text +66.7 (too few items to say)" in row
     assert (
-        "| contam_test_contaminated | mmstar | image-text | 32 | 50.0 | 21.9 | 100.0 (7) | 33.3 (24) | +66.7 ["
+        "| contam\\_test\\_contaminated | mmstar | image-text | 32 | 50.0 | 21.9 | 100.0 (7) | 33.3 (24) | +66.7 ["
     ) in text
     payload = json.loads((tmp_path / "report.json").read_text())
     seed = next(r for r in payload["scanned"] if r["benchmark"] == "seedbench")

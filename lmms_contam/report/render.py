@@ -181,13 +181,15 @@ def detail_rows(results: list[BenchmarkResult]) -> tuple[list[str], list[list[st
     return header, rows
 
 
-MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<|~&])")  # inside a table cell; line breaks are joined first
+MARKDOWN_SPECIAL = re.compile(r"([\\`*_<|~&])")  # inside a table cell, after line breaks are joined
 
 
 def markdown_text(text: str) -> str:
     """A cell's text as literal Markdown: model names and arguments are the user's, and a `|`, a link, an
-    HTML tag or a line break in them must not change the table or the page it is rendered into."""
-    return MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
+    HTML tag, emphasis or a line break in them must not change the table or the page it is rendered into
+    (a link needs `](`: escaping that keeps the report's own `[low, high]` intervals readable)."""
+    escaped = MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
+    return escaped.replace("](", "]\\(")
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
