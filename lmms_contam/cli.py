@@ -60,7 +60,7 @@ def _report(args: argparse.Namespace) -> int:
 
 def _import_mm_perturb(args: argparse.Namespace) -> int:
     from lmms_contam.benchmarks import loaders, mm_perturb
-    from lmms_contam.harness.datasets import default_folder
+    from lmms_contam.harness.datasets import default_folder, originals_source
     from lmms_contam.schema import PerturbedSetError
 
     benchmark = args.benchmark or mm_perturb.benchmark_from_name(args.tsv)
@@ -69,7 +69,7 @@ def _import_mm_perturb(args: argparse.Namespace) -> int:
         return 2
     out = Path(args.out) if args.out else default_folder(benchmark)
     try:
-        originals = loaders.items(benchmark, loaders.load_rows(benchmark, args.originals))
+        originals = loaders.items(benchmark, loaders.load_rows(benchmark, originals_source(benchmark, args.originals)))
         summary = mm_perturb.import_release(benchmark, args.tsv, args.images, originals, out, keep=args.keep)
     except (PerturbedSetError, ValueError, FileNotFoundError) as exc:
         print(f"lmms-contam import: {exc}", file=sys.stderr)
@@ -77,6 +77,31 @@ def _import_mm_perturb(args: argparse.Namespace) -> int:
     print(f"{benchmark}: {summary.kept} of {summary.rows} rows imported into {out}")
     for reason, count in sorted(summary.skipped.items()):
         print(f"  skipped {count}: {reason}")
+    return 0
+
+
+def _fetch_mm_perturb(args: argparse.Namespace) -> int:
+    from lmms_contam.benchmarks.mm_perturb_release import fetch_release
+    from lmms_contam.download import DownloadError
+    from lmms_contam.harness.datasets import default_folder, home, originals_source
+    from lmms_contam.schema import PerturbedSetError
+
+    benchmarks = ["mmstar", "realworldqa"] if args.benchmark == "all" else [args.benchmark]
+    if args.originals and len(benchmarks) > 1:
+        print("lmms-contam fetch: --originals is a local copy of one benchmark; give --benchmark", file=sys.stderr)
+        return 2
+    sets = {b: Path(args.out) / b if args.out else default_folder(b) for b in benchmarks}
+    try:
+        summaries = fetch_release(benchmarks, sets, home() / "downloads" / "mm-perturb",
+                                  {b: originals_source(b, args.originals) for b in benchmarks})  # fmt: skip
+    except (DownloadError, PerturbedSetError, ValueError) as exc:
+        print(f"lmms-contam fetch: {exc}", file=sys.stderr)
+        return 2
+    for benchmark, summary in summaries.items():
+        print(f"{benchmark}: {summary.kept} of {summary.rows} released rows imported into {sets[benchmark]} "
+              "(not verified: the release is unfiltered; see the README)")  # fmt: skip
+        for reason, count in sorted(summary.skipped.items()):
+            print(f"  skipped {count}: {reason}")
     return 0
 
 
@@ -107,6 +132,7 @@ def _perturb(args: argparse.Namespace) -> int:
     from itertools import islice
 
     from lmms_contam.benchmarks import loaders
+    from lmms_contam.harness.datasets import originals_source
     from lmms_contam.llm import TooManyFailures
     from lmms_contam.perturb import pipeline
     from lmms_contam.perturb.config import PerturbConfig
@@ -114,7 +140,8 @@ def _perturb(args: argparse.Namespace) -> int:
 
     try:
         config = PerturbConfig.from_yaml(args.config)
-        items = loaders.items(args.benchmark, loaders.load_rows(args.benchmark, args.originals))
+        originals = originals_source(args.benchmark, args.originals)
+        items = loaders.items(args.benchmark, loaders.load_rows(args.benchmark, originals))
         manifest = pipeline.run(args.benchmark, islice(items, args.limit), config, args.out, shard=_shard(args.shard),
                                 max_failure_rate=args.max_failure_rate)  # fmt: skip
     except (ValueError, PerturbedSetError, FileNotFoundError) as exc:
@@ -170,8 +197,9 @@ def _scan(args: argparse.Namespace) -> int:
     from lmms_contam.corpus.eval_sources import BenchmarkSource, DatasetSource, FolderSource
     from lmms_contam.corpus.run import make_embedder, scan_source
     from lmms_contam.corpus.runners import make_runner
+    from lmms_contam.harness.datasets import originals_source
 
-    sources = [BenchmarkSource(b, args.originals) for b in args.eval or []]
+    sources = [BenchmarkSource(b, originals_source(b, args.originals)) for b in args.eval or []]
     sources += [FolderSource(folder) for folder in args.eval_folder]
     sources += [DatasetSource(d, args.split, args.image_column, args.id_column) for d in args.eval_dataset]
     if not sources:
@@ -266,6 +294,7 @@ def _embed_corpus(args: argparse.Namespace) -> int:
 
 
 def _judge(args: argparse.Namespace) -> int:
+    from lmms_contam.harness.datasets import originals_source
     from lmms_contam.judge.candidates import MAX_CAPTION_CHARS, JudgeInputError
     from lmms_contam.judge.caption_judge import DEFAULT_TEMPLATE, JudgeSettings
     from lmms_contam.judge.run import judge_benchmark
@@ -283,7 +312,8 @@ def _judge(args: argparse.Namespace) -> int:
             elif args.judge_twice:
                 second = endpoint
         summary = judge_benchmark(
-            args.scans, args.benchmark, originals=args.originals, endpoint=endpoint, settings=settings,
+            args.scans, args.benchmark, originals=originals_source(args.benchmark, args.originals), endpoint=endpoint,
+            settings=settings,
             second=second, threshold=args.threshold, top_k=args.top_k, max_failure_rate=args.max_failure_rate,
         )  # fmt: skip
     except (JudgeInputError, ValueError, FileNotFoundError) as exc:
@@ -380,6 +410,9 @@ def _add_failure_rate_argument(command: argparse.ArgumentParser) -> None:
                          "this share of its items, or for all of them (default 0.5)")  # fmt: skip
 
 
+ORIGINALS_DEFAULT = "(default $LMMS_CONTAM_ORIGINALS_<BENCHMARK>, the config file's originals, else lmms-eval's hub id)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     from lmms_contam.corpus.scan import PRECISIONS
 
@@ -439,7 +472,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--images", required=True, help="the release's image folder (holding MMStar_semantic_flux/ ...)"
     )
     release.add_argument("--benchmark", choices=["mmstar", "realworldqa"], help="default: from the TSV's name")
-    release.add_argument("--originals", help="a local copy of the original benchmark (parquet or save_to_disk)")
+    release.add_argument("--originals", help=f"a local copy of the original benchmark {ORIGINALS_DEFAULT}")
     release.add_argument("--keep", help="a file of indices to keep (the filtered subset), one per line")
     release.add_argument("--out", help="output folder (default: $LMMS_CONTAM_HOME/datasets/<benchmark>)")
     release.set_defaults(run=_import_mm_perturb)
@@ -448,8 +481,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="DataComp's precomputed image features (.npz + .parquet per shard) as a corpus for `scan`",
         description="Convert every <shard>.npz (its --key array, e.g. l14_img) and the same-name .parquet (uid, "
         "url, text -> caption) into the clip-retrieval layout with the recipe you name, one shard at a time "
-        "(a rerun skips converted shards). Refused with the file and row named: NaN rows, vectors that are not "
-        "unit length, dimensions that change between shards, row counts that differ from the metadata.",
+        "(a rerun skips the shards whose files are unchanged). Refused with the file and row named: NaN rows, "
+        "vectors that are not unit length, dimensions that change between shards, row counts that differ from the "
+        "metadata.",
     )
     datacomp.add_argument("source", help="folder of DataComp shards (<shard>.npz beside <shard>.parquet)")
     datacomp.add_argument("--out", required=True, help="output corpus folder")
@@ -458,6 +492,25 @@ def build_parser() -> argparse.ArgumentParser:
                           "preprocessing, dtype); scans compare only vectors of the same recipe")  # fmt: skip
     datacomp.add_argument("--key", default="l14_img", help="array to import (default l14_img; b32_img for ViT-B/32)")
     datacomp.set_defaults(run=_import_datacomp)
+
+    fetch = commands.add_parser("fetch", help="download released perturbed sets and import them for the tasks")
+    releases = fetch.add_subparsers(dest="release", required=True, metavar="RELEASE")
+    mm_perturb = releases.add_parser(
+        "mm-perturb",
+        help="the MMStar / RealWorldQA sets released with the semantic-perturbation paper",
+        description="Download the authors' TSVs at a pinned commit of jadenpark0/mm-perturb (checked against pinned "
+        "SHA-256 values) and the images of its release v1.0.0 (listed by the GitHub API, resumed, checked, unpacked "
+        "safely), then import each set where the tasks look for it. The originals come from lmms-eval's hub ids, or "
+        "a local copy: --originals, $LMMS_CONTAM_ORIGINALS_<BENCHMARK> or the config file's originals. Mirrors: "
+        "$LMMS_CONTAM_GITHUB_API, $LMMS_CONTAM_GITHUB_RAW; $GITHUB_TOKEN is sent when set. The release is "
+        "unfiltered: run `lmms-contam verify` on it before trusting a negative delta.",
+    )
+    mm_perturb.add_argument("--benchmark", choices=["mmstar", "realworldqa", "all"], default="all")
+    mm_perturb.add_argument("--out", help="folder for the sets, one subfolder per benchmark (default: "
+                            "$LMMS_CONTAM_HOME/datasets, where the tasks look)")  # fmt: skip
+    mm_perturb.add_argument("--originals", help=f"a local copy of the original benchmark, with one --benchmark "
+                            f"{ORIGINALS_DEFAULT}")  # fmt: skip
+    mm_perturb.set_defaults(run=_fetch_mm_perturb)
 
     perturb = commands.add_parser(
         "perturb",
@@ -471,7 +524,7 @@ def build_parser() -> argparse.ArgumentParser:
     perturb.add_argument("benchmark", choices=["mmstar", "realworldqa", "naturalbench"])
     perturb.add_argument("--config", required=True, help="a recipe, e.g. configs/perturb/flux_canny.yaml")
     perturb.add_argument("--out", required=True, help="output folder")
-    perturb.add_argument("--originals", help="a local copy of the benchmark (default: lmms-eval's hub id)")
+    perturb.add_argument("--originals", help=f"a local copy of the benchmark {ORIGINALS_DEFAULT}")
     perturb.add_argument("--limit", type=int, help="only the first N items (for a trial run)")
     perturb.add_argument(
         "--shard",
@@ -528,7 +581,7 @@ def build_parser() -> argparse.ArgumentParser:
         "efficientnet-lite0 has its own calibrated 0.5)",
     )
     scan.add_argument("--k", type=_at_least(1), default=10, help="matches kept per eval image (default 10)")
-    scan.add_argument("--originals", help="a local copy of the benchmark (default: lmms-eval's hub id)")
+    scan.add_argument("--originals", help=f"a local copy of the benchmark {ORIGINALS_DEFAULT}")
     scan.add_argument(
         "--ray",
         nargs="?",
@@ -617,7 +670,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     judge.add_argument("scans", help="the output folder of `lmms-contam scan`")
     judge.add_argument("--benchmark", required=True, choices=SCANNABLE, help="a scanned benchmark")
-    judge.add_argument("--originals", help="the local copy of the benchmark the scan used (default: the hub id)")
+    judge.add_argument("--originals", help=f"the local copy of the benchmark the scan used {ORIGINALS_DEFAULT}")
     judge.add_argument("--model", default="gpt-4o", help="judge model (default gpt-4o)")
     judge.add_argument("--base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL, else OpenAI)")
     judge.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the key")

@@ -165,10 +165,12 @@ def test_limit_works_on_naturalbench_by_group_id(with_sets, tmp_path):
     assert "scored in only some of their versions" in run.output
 
 
-def test_missing_set_message_is_visible(tmp_path):
+def test_missing_set_message_is_visible(tmp_path, monkeypatch):
+    monkeypatch.setenv("LMMS_CONTAM_HOME", str(tmp_path / "home"))  # whatever other tests imported
     run = run_lmms_eval(["--model", "dummy", "--tasks", "mmstar_perturbed"], tmp_path)
     assert "no perturbed set for 'mmstar'" in run.output
     assert "$LMMS_CONTAM_DATASET_MMSTAR: not set" in run.output
+    assert "lmms-contam fetch mm-perturb --benchmark mmstar" in run.output  # HF_HUB_OFFLINE: no download
     assert "mmstar_perturbed" not in run.results.get("results", {})
 
 

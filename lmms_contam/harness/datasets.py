@@ -24,6 +24,7 @@ from loguru import logger
 
 from lmms_contam.schema import PerturbedSetError, validate
 
+RELEASED = ("mmstar", "realworldqa")  # the benchmarks the semantic-perturbation paper's authors released
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
@@ -117,8 +118,63 @@ def lookup(env_name: str, section: str, key: str | None, looked: list[str]) -> t
     return str(value), f"config {cfg} ({entry})", cfg.parent
 
 
+ORIGINALS_ENV = "LMMS_CONTAM_ORIGINALS_{}"
+AUTO_FETCH_ENV = "LMMS_CONTAM_AUTO_FETCH"
+
+
+def originals_source(benchmark: str, explicit: str | None = None) -> str | None:
+    """The benchmark's originals: an explicit --originals, else $LMMS_CONTAM_ORIGINALS_<BENCHMARK>, else the
+    config file's `originals: {<benchmark>: ...}`; None: lmms-eval's hub id. Local paths come back absolute."""
+    if explicit:
+        return explicit
+    found = lookup(ORIGINALS_ENV.format(benchmark.upper()), "originals", benchmark, [])
+    if found is None:
+        return None
+    value, _, base = found
+    path = Path(value).expanduser()
+    if base is not None and not path.is_absolute() and (base / path).exists():
+        path = base / path
+    return str(path.resolve()) if path.exists() else value
+
+
+def auto_fetch_allowed() -> bool:
+    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    return os.environ.get(AUTO_FETCH_ENV, "1").strip() != "0" and not offline
+
+
+def provision(benchmark: str) -> None:
+    """Fetch and import the authors' released set into the default folder, once: lmms-eval under accelerate
+    starts a process per GPU, so one downloads under a file lock while the others wait, then read it."""
+    from filelock import FileLock
+
+    from lmms_contam.benchmarks.mm_perturb_release import fetch_release
+    from lmms_contam.download import DownloadError
+
+    folder = default_folder(benchmark)
+    lock = home() / "locks" / "mm-perturb.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(lock)):
+        if folder.exists():
+            return
+        downloads = home() / "downloads" / "mm-perturb"
+        logger.info(f"lmms-contam: no perturbed set for {benchmark}; fetching the paper authors' release into "
+                    f"{folder} (downloads kept in {downloads})")  # fmt: skip
+        try:
+            summary = fetch_release([benchmark], {benchmark: folder}, downloads,
+                                    {benchmark: originals_source(benchmark)})[benchmark]  # fmt: skip
+        except (DownloadError, PerturbedSetError, ValueError, OSError) as exc:
+            raise PerturbedSetError(
+                f"lmms-contam: fetching the released {benchmark} set failed: {exc}. Retry with `lmms-contam fetch "
+                f"mm-perturb --benchmark {benchmark}` (downloads resume), or set {AUTO_FETCH_ENV}=0 and point "
+                f"{env_var(benchmark)} at a set"
+            ) from exc
+        logger.info(f"lmms-contam: {benchmark}: {summary.kept} of {summary.rows} released rows imported into {folder} "
+                    "(not verified: see `lmms-contam verify`)")  # fmt: skip
+
+
 def resolve(benchmark: str) -> SetLocation:
-    """Apply the resolution order; the error lists every place that was looked at."""
+    """Apply the resolution order; the error lists every place that was looked at. With no set anywhere, the
+    authors' released set (MMStar, RealWorldQA) is fetched into the default folder unless downloads are off."""
     looked: list[str] = []
     name = env_var(benchmark)
     found = lookup(name, "datasets", benchmark, looked)
@@ -126,17 +182,23 @@ def resolve(benchmark: str) -> SetLocation:
         return _classify(found[0], found[1], base=found[2])
 
     folder = default_folder(benchmark)
+    if not folder.exists() and benchmark in RELEASED and auto_fetch_allowed():
+        provision(benchmark)
     if folder.exists():
         return _classify(str(folder), f"default folder {folder}")
     looked.append(f"default folder {folder}: does not exist")
 
     steps = "\n".join(f"  {i}. {line}" for i, line in enumerate(looked, 1))
-    build = (
-        f"Import the paper authors' release into the default folder with `lmms-contam import mm-perturb "
-        f"--tsv <{benchmark} TSV> --images <image folder>`, or point"
-        if benchmark in ("mmstar", "realworldqa")
-        else "Point"
-    )
+    if benchmark in RELEASED:
+        build = (
+            f"Fetch the paper authors' release into the default folder with `lmms-contam fetch mm-perturb "
+            f"--benchmark {benchmark}` (done automatically unless {AUTO_FETCH_ENV}=0 or HF_HUB_OFFLINE=1), or point"
+        )
+    elif benchmark == "naturalbench":
+        build = (f"No released set exists for {benchmark}: build one with `lmms-contam perturb {benchmark} --config "
+                 "configs/perturb/flux_canny.yaml --out DIR`, then point")  # fmt: skip
+    else:
+        build = "Point"
     raise PerturbedSetNotFound(
         f"lmms-contam: no perturbed set for '{benchmark}'. Looked in:\n{steps}\n"
         f"{build} ${name} (or the config file's datasets.{benchmark}) at a perturbed set in the lmms-contam "
