@@ -167,6 +167,36 @@ def _perturb(args: argparse.Namespace) -> int:
     return 0
 
 
+def _verify(args: argparse.Namespace) -> int:
+    from lmms_contam.harness.datasets import resolve
+    from lmms_contam.llm import TooManyFailures
+    from lmms_contam.perturb.config import PerturbConfig
+    from lmms_contam.perturb.verify_set import verify_set
+    from lmms_contam.schema import BENCHMARK_COLUMNS, VERIFIED_SUBSET, PerturbedSetError
+
+    try:
+        folder = Path(args.set)
+        if not folder.exists() and args.set in BENCHMARK_COLUMNS:  # a benchmark: the set its tasks resolve
+            folder = Path(resolve(args.set).value)  # fetched first where the release has it
+            folder = folder.parent if folder.name == VERIFIED_SUBSET else folder
+        manifest = verify_set(folder, PerturbConfig.from_yaml(args.config), args.max_failure_rate)
+    except (ValueError, PerturbedSetError, FileNotFoundError) as exc:
+        print(f"lmms-contam verify: {exc}", file=sys.stderr)
+        return 2
+    except TooManyFailures as exc:
+        print(f"lmms-contam verify: nothing written: {exc}; rerun when the endpoint works (verdicts made are kept)",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    verification = manifest["verification"]
+    print(f"{manifest['benchmark']}: kept {verification['kept']} of {verification['of']} items -> "
+          f"{Path(manifest['source']).parent / VERIFIED_SUBSET} (the tasks read it from now on)")  # fmt: skip
+    for outcome, count in sorted(manifest["outcomes"].items()):
+        print(f"  {count}: {outcome}")
+    cost = manifest["cost"]
+    print(f"  judge: {cost['calls']} verdicts stored, ${cost['usd']}")
+    return 0
+
+
 def _push_set(folder: str, repo_id: str, private: bool, command: str) -> int:
     """Push a finished set; a failure leaves the local set as it was (complete, without a hub record)."""
     from lmms_contam.hub import push_perturbed_set
@@ -538,6 +568,23 @@ def build_parser() -> argparse.ArgumentParser:
     perturb.add_argument("--private", action="store_true", help="create the hub repository as private")
     _add_failure_rate_argument(perturb)
     perturb.set_defaults(run=_perturb)
+
+    verify = commands.add_parser(
+        "verify",
+        help="verify a perturbed set (imported or built): keep only counterfactuals that show the new answer",
+        description="Run the perturbation pipeline's verification on a set: a judge model over an OpenAI-compatible "
+        "endpoint keeps an item only if exactly one option is right and it is the new answer; a drift check rejects "
+        "images left unchanged or no longer like their original. Writes the kept items to <SET>/verified/ (the tasks "
+        "read them instead of the full set) with a manifest of counts and cost, and <SET>/verified/review.html; set "
+        "a decision (keep, reject) in <SET>/verified/review.json and rerun to apply it. Resumable: a rerun repeats no "
+        "finished call.",
+    )
+    verify.add_argument("set", help="a set folder (data.parquet), or a benchmark name for the set its tasks resolve")
+    verify.add_argument("--config", default=str(Path(__file__).parent / "configs" / "perturb" / "flux_canny.yaml"),
+                        help="a recipe whose verify section names the judge and the drift thresholds (default: "
+                        "the paper's, judge o3)")  # fmt: skip
+    _add_failure_rate_argument(verify)
+    verify.set_defaults(run=_verify)
 
     push = commands.add_parser(
         "push",

@@ -214,8 +214,14 @@ class ChatClient:
             self.outcomes.add_success()
             return result
 
-        with ThreadPoolExecutor(max_workers=max(1, self.config.concurrency)) as pool:
+        pool = ThreadPoolExecutor(max_workers=max(1, self.config.concurrency))
+        try:
             return list(tqdm(pool.map(guarded, items), total=len(items), desc=desc, disable=len(items) < 2))
+        except BaseException:  # Ctrl-C: the calls in flight finish (and are stored), the queued ones are dropped
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        finally:
+            pool.shutdown(wait=True)
 
 
 def json_reply(text: str, read: Callable[[dict], R | None]) -> R | None:

@@ -21,6 +21,7 @@ from lmms_contam.atomic import atomic_path
 from lmms_contam.imaging import decoding_error, strict_decoding
 
 SCHEMA_VERSION = 1
+VERIFIED_SUBSET = "verified"  # a set folder's subfolder holding the items `lmms-contam verify` kept
 
 COMMON_COLUMNS: dict[str, datasets.features.FeatureType] = {
     "item_id": datasets.Value("string"),

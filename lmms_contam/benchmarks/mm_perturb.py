@@ -200,6 +200,12 @@ def import_release(
         "images": str(images.resolve()),
         "keep_list": str(Path(keep).resolve()) if keep else None,
         **summary.as_dict(),
+        "verification": {
+            "verified": keep is not None,
+            "kept": summary.kept,
+            "of": summary.rows,
+            "by": f"the keep-list {Path(keep).name}" if keep else "none: the authors' release is unfiltered",
+        },  # fmt: skip
     }
     with atomic_path(target.with_name(target.stem + ".manifest.json")) as tmp:
         tmp.write_text(json.dumps(manifest, indent=2) + "\n")

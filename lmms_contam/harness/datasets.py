@@ -22,7 +22,7 @@ import datasets
 import yaml
 from loguru import logger
 
-from lmms_contam.schema import PerturbedSetError, validate
+from lmms_contam.schema import VERIFIED_SUBSET, PerturbedSetError, validate
 
 RELEASED = ("mmstar", "realworldqa")  # the benchmarks the semantic-perturbation paper's authors released
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -65,6 +65,8 @@ def _classify(value: str, found_via: str, base: Path | None = None) -> SetLocati
     path = Path(value).expanduser()
     if base is not None and not path.is_absolute():
         path = base / path
+    if path.is_dir() and (path / VERIFIED_SUBSET / "data.parquet").is_file():
+        return SetLocation("parquet", str(path / VERIFIED_SUBSET), f"{found_via}, its verified subset")
     if path.is_dir():
         if (path / "state.json").exists() or (path / "dataset_dict.json").exists():
             return SetLocation("disk", str(path), found_via)
@@ -172,9 +174,10 @@ def provision(benchmark: str) -> None:
                     "(not verified: see `lmms-contam verify`)")  # fmt: skip
 
 
-def resolve(benchmark: str) -> SetLocation:
+def resolve(benchmark: str, fetch: bool = True) -> SetLocation:
     """Apply the resolution order; the error lists every place that was looked at. With no set anywhere, the
-    authors' released set (MMStar, RealWorldQA) is fetched into the default folder unless downloads are off."""
+    authors' released set (MMStar, RealWorldQA) is fetched into the default folder unless downloads are off
+    (or `fetch` is False). A folder with a verified subset (`lmms-contam verify`) resolves to the subset."""
     looked: list[str] = []
     name = env_var(benchmark)
     found = lookup(name, "datasets", benchmark, looked)
@@ -182,7 +185,7 @@ def resolve(benchmark: str) -> SetLocation:
         return _classify(found[0], found[1], base=found[2])
 
     folder = default_folder(benchmark)
-    if not folder.exists() and benchmark in RELEASED and auto_fetch_allowed():
+    if fetch and not folder.exists() and benchmark in RELEASED and auto_fetch_allowed():
         provision(benchmark)
     if folder.exists():
         return _classify(str(folder), f"default folder {folder}")

@@ -27,18 +27,11 @@ from lmms_contam.perturb.edit import Editor, EditRequest, FluxEditor
 from lmms_contam.perturb.review import Candidate, load_decisions, write_review
 from lmms_contam.perturb.store import StageStore
 from lmms_contam.perturb.swap import swap_answer
-from lmms_contam.perturb.verify import drift, judge
-from lmms_contam.schema import SCHEMA_VERSION, columns_for, option_letters, write_parquet
+from lmms_contam.perturb.verify import answer_letter, automatic_outcome, drift, judge
+from lmms_contam.schema import SCHEMA_VERSION, write_parquet
 from lmms_contam.stats import stable_seed
 
 IMAGE_STAGE = "image"
-
-
-def _letter(item: Item, answer: str) -> str:
-    """The judge speaks in letters; text-answer benchmarks map their answer to its option letter."""
-    if columns_for(item.benchmark).answer_style == "letter":
-        return answer
-    return option_letters(len(item.options))[list(item.options).index(answer)]
 
 
 def run(
@@ -112,7 +105,7 @@ def run(
 
     def check(job):
         key, item, new_answer, _, image, _ = job
-        return judge(judge_client, store, key, item, image, _letter(item, new_answer), config.judge)
+        return judge(judge_client, store, key, item, image, answer_letter(item, new_answer), config.judge)
 
     judged = judge_client.map(check, verdicts, desc="judge") if judge_client else [None] * len(verdicts)
     decisions = load_decisions(out / "review.json")
@@ -121,7 +114,7 @@ def run(
         if isinstance(verdict, BaseException):
             counts["verify"][f"judge failed: {type(verdict).__name__}"] += 1
             continue
-        automatic = _automatic(drifted, verdict)
+        automatic = automatic_outcome(drifted, verdict)
         candidates.append(Candidate(key, item, new_answer, caption, image, automatic))
         decision = decisions.get(key, "auto")
         if decision == "reject" or (decision == "auto" and automatic != "keep"):
@@ -158,19 +151,19 @@ def _write_manifest(out: Path, benchmark: str, config: PerturbConfig, editor: Ed
         "config": config.resolved(),
         "editor": editor.describe(),  # model ids with their resolved commits or local paths
         **summary,
+        "verification": {
+            "verified": config.judge is not None,
+            "kept": summary["kept"],
+            "of": summary["items"],
+            "by": f"judge {config.judge_endpoint.model} and the drift check"
+            if config.judge
+            else "the drift check only (no judge in the recipe)",
+        },  # fmt: skip
         "cost": _cost(store),
     }
     with atomic_path(out / "data.manifest.json") as tmp:
         tmp.write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest
-
-
-def _automatic(drifted: dict, verdict: dict | None) -> str:
-    if drifted["outcome"] != "keep":
-        return drifted["outcome"]
-    if verdict is not None and verdict["outcome"] != "keep":
-        return f"judge: {verdict['outcome']}"
-    return "keep"
 
 
 def _row(benchmark, key, item, new_answer, caption, store, config, drifted, verdict, decision) -> dict:
@@ -195,12 +188,4 @@ def _row(benchmark, key, item, new_answer, caption, store, config, drifted, verd
 
 
 def _cost(store: StageStore) -> dict:
-    """Tokens and dollars of every stored API answer, this run's and earlier runs'."""
-    totals: dict[str, dict] = {}
-    for stage in ("caption", "judge"):
-        folder = store.root / stage
-        records = [json.loads(p.read_text()) for p in folder.glob("*.json")] if folder.exists() else []
-        totals[stage] = {"calls": len(records), "input_tokens": sum(r["input_tokens"] for r in records),
-                         "output_tokens": sum(r["output_tokens"] for r in records),
-                         "usd": round(sum(r["cost_usd"] for r in records), 6)}  # fmt: skip
-    return totals
+    return {stage: store.cost(stage) for stage in ("caption", "judge")}

@@ -19,7 +19,7 @@ from lmms_contam.fingerprint import image_sha256
 from lmms_contam.items import Item
 from lmms_contam.llm import ChatClient, PromptTemplate, image_part, json_reply
 from lmms_contam.perturb.store import StageStore
-from lmms_contam.schema import option_letters
+from lmms_contam.schema import columns_for, option_letters
 
 JUDGE_STAGE = "judge"
 
@@ -103,6 +103,22 @@ def judge(
         "input_tokens": result.input_tokens, "output_tokens": result.output_tokens, "cost_usd": result.cost_usd,
         "template_sha256": settings.template_sha256,
     })  # fmt: skip
+
+
+def answer_letter(item: Item, answer: str) -> str:
+    """The judge speaks in letters; text-answer benchmarks map their answer to its option letter."""
+    if columns_for(item.benchmark).answer_style == "letter":
+        return answer
+    return option_letters(len(item.options))[list(item.options).index(answer)]
+
+
+def automatic_outcome(drifted: dict, verdict: dict | None) -> str:
+    """ "keep", or the first reason to reject: the drift check's, then the judge's."""
+    if drifted["outcome"] != "keep":
+        return drifted["outcome"]
+    if verdict is not None and verdict["outcome"] != "keep":
+        return f"judge: {verdict['outcome']}"
+    return "keep"
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from lmms_contam.corpus import flags
 from lmms_contam.detectors.signals import SIGNALS, DetectorSignal
 from lmms_contam.report.inputs import DetectorRun, ModelBenchmark, ScannedRun, ScoredItem
 from lmms_contam.report.rates import BenchmarkRates
+from lmms_contam.report.sets import SetStatus
 
 CONTAMINATED = "contaminated"
 NO_EVIDENCE = "no evidence"
@@ -50,6 +51,7 @@ class BenchmarkResult:
     p_adjusted: float = float("nan")
     verdict: str = INCONCLUSIVE
     notes: list[str] = field(default_factory=list)
+    scored_set: SetStatus | None = None  # whether the set it was scored on was verified
 
 
 def analyse(entry: ModelBenchmark) -> BenchmarkResult:

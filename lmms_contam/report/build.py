@@ -8,6 +8,7 @@ from pathlib import Path
 
 from lmms_contam.atomic import atomic_paths
 from lmms_contam.report import analysis, inputs, rates, render
+from lmms_contam.report.sets import set_status
 
 
 def build(
@@ -33,6 +34,9 @@ def build(
         rates=rates.load(scans) if scans is not None else [],
         scanned=[analysis.analyse_scanned(run) for run in loaded.scanned],
     )
+    statuses = {benchmark: set_status(benchmark) for benchmark in {r.benchmark for r in analysed.results}}
+    for result in analysed.results:
+        result.scored_set = statuses[result.benchmark]
     text = render.to_markdown(analysed)
     outputs: dict[Path, str] = {}
     if markdown:

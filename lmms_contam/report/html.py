@@ -27,6 +27,7 @@ from lmms_contam.report.render import (  # noqa: E402
     rate_rows,
     scanned_legend,
     scanned_rows,
+    set_sentences,
 )
 
 MAX_FLAGGED_SHOWN = 24
@@ -161,7 +162,8 @@ def to_html(analysed: Analysed) -> str:
     if results or analysed.scanned:
         sections += ["<h2>Leaderboard (points, verdict)</h2>", _table(*leaderboard_rows(analysed))]
     if results:
-        sections += ["<h2>Details</h2>", _table(*detail_rows(results))]
+        sections += ["<h2>Details</h2>", _table(*detail_rows(results)), "<p>Sets scored:</p><ul>",
+                     *(f"<li>{html.escape(line)}</li>" for line in set_sentences(results)), "</ul>"]  # fmt: skip
     if analysed.scanned:
         sections += ["<h2>Contaminated vs clean items</h2>", f"<p>{html.escape(scanned_legend(analysed))}</p>",
                      _table(*scanned_rows(analysed))]  # fmt: skip

@@ -82,6 +82,7 @@ def to_json(analysed: Analysed) -> str:
                     for f in r.flagged
                 ],
                 "sources": r.sources,
+                "set": r.scored_set.as_dict() if r.scored_set else None,
             }
             for r in results
         ],
@@ -171,11 +172,11 @@ def scanned_legend(analysed: Analysed) -> str:
 
 def detail_rows(results: list[BenchmarkResult]) -> tuple[list[str], list[list[str]]]:
     header = ["model", "benchmark", "pairs", "acc original", "acc perturbed", "delta [95% CI]", "McNemar p",
-              "p (Holm)", "flagged", "verdict"]  # fmt: skip
+              "p (Holm)", "flagged", "verdict", "set"]  # fmt: skip
     rows = [
         [r.model, r.benchmark, str(r.comparison.n_pairs), pct(r.comparison.acc_original),
          pct(r.comparison.acc_perturbed), delta_text(r), p_text(r.comparison.mcnemar_p), p_text(r.p_adjusted),
-         str(len(r.flagged)), MARK[r.verdict]]
+         str(len(r.flagged)), MARK[r.verdict], r.scored_set.short() if r.scored_set else "unknown"]
         for r in results
     ]  # fmt: skip
     return header, rows
@@ -259,6 +260,12 @@ def detector_legend(alpha: float) -> str:
     )
 
 
+def set_sentences(results: list[BenchmarkResult]) -> list[str]:
+    """Per benchmark, whether its set was verified, and what a negative delta means if it was not."""
+    statuses = {r.benchmark: r.scored_set for r in results if r.scored_set}
+    return [status.sentence() for _, status in sorted(statuses.items())]
+
+
 def to_markdown(analysed: Analysed) -> str:
     results, alpha = analysed.results, analysed.alpha
     parts = ["# Contamination report (lmms-contam)", ""]
@@ -273,6 +280,7 @@ def to_markdown(analysed: Analysed) -> str:
         parts += ["## Leaderboard", "", _table(*leaderboard_rows(analysed)), ""]
     if results:
         parts += ["## Details", "", _table(*detail_rows(results)), ""]
+        parts += ["Sets scored:", "", *(f"- {markdown_text(line)}" for line in set_sentences(results)), ""]
     if analysed.scanned:
         parts += ["## Contaminated vs clean items", "", scanned_legend(analysed), "",
                   _table(*scanned_rows(analysed)), ""]  # fmt: skip

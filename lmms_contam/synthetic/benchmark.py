@@ -14,6 +14,7 @@ from pathlib import Path
 from PIL import Image
 from tqdm.auto import tqdm
 
+from lmms_contam.atomic import atomic_path
 from lmms_contam.items import Item, Skipped
 from lmms_contam.perturb.edit import EditRequest
 from lmms_contam.perturb.swap import swap_answer
@@ -114,7 +115,13 @@ def build_test_set(count: int, out: str | Path, seed: int = 0) -> Path:
             "schema_version": SCHEMA_VERSION,
             **item.extra,
         })  # fmt: skip
-    return write_parquet(rows, BENCHMARK, out)
+    written = write_parquet(rows, BENCHMARK, out)
+    manifest = {"kind": "lmms-contam synthetic", "items": count, "seed": seed, "verification": {
+        "verified": True, "kept": count, "of": count, "by": "construction (the procedural editor draws the ideal "
+        "counterfactual)"}}  # fmt: skip
+    with atomic_path(written.with_name(written.stem + ".manifest.json")) as tmp:
+        tmp.write_text(json.dumps(manifest, indent=2) + "\n")
+    return written
 
 
 def original_examples(count: int, seed: int = 0) -> list[Example]:

@@ -1,0 +1,113 @@
+"""`lmms-contam verify SET`: the perturbation pipeline's verification stage, run on any set.
+
+A counterfactual whose image does not show its new answer is failed by a clean model, so an
+unverified set can make a clean model look contaminated. This runs the pipeline's own checks on a
+set made anywhere (the authors' release, an import, a set built elsewhere): the judge model keeps an
+item only if exactly one option is right and it is the new answer, and the drift check rejects an
+image the edit left unchanged or that no longer resembles its original. Verdicts are stored per item
+under `SET/verify-work` with their inputs' digest, so a rerun (after Ctrl-C too) repeats no finished
+call. The kept items are written to `SET/verified/` (schema v1, with a manifest saying how they were
+verified); the tasks read that subset when it exists. `SET/verified/review.html` shows every
+candidate; a "keep" or "reject" set in `SET/verified/review.json` is applied on the next run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from pathlib import Path
+
+import datasets
+
+from lmms_contam import __version__
+from lmms_contam.atomic import atomic_path
+from lmms_contam.items import Item
+from lmms_contam.llm import ChatClient, TooManyFailures, failure_problems
+from lmms_contam.perturb.config import PerturbConfig
+from lmms_contam.perturb.review import Candidate, load_decisions, write_review
+from lmms_contam.perturb.store import StageStore
+from lmms_contam.perturb.verify import JUDGE_STAGE, answer_letter, automatic_outcome, drift, judge
+from lmms_contam.schema import VERIFIED_SUBSET, PerturbedSetError, columns_for, validate
+
+
+def set_file(folder: Path) -> Path:
+    """The set's parquet file: `folder/data.parquet` (as `perturb`, `import` and `fetch` write it)."""
+    path = folder / "data.parquet" if folder.is_dir() else folder
+    if not path.is_file():
+        raise PerturbedSetError(f"{folder}: no data.parquet (a folder written by perturb, import or fetch)")
+    return path
+
+
+def _read(path: Path) -> tuple[datasets.Dataset, str]:
+    rows = datasets.load_dataset("parquet", data_files={"test": str(path)}, split="test")
+    benchmarks = set(rows["benchmark"]) if "benchmark" in rows.column_names else set()
+    if len(benchmarks) != 1:
+        raise PerturbedSetError(f"{path}: a set holds one benchmark; found {sorted(benchmarks) or 'none'}")
+    benchmark = benchmarks.pop()
+    validate(rows, benchmark, str(path))
+    return rows, benchmark
+
+
+def _item(row: dict, benchmark: str) -> Item:
+    extra = {name: row[name] for name in columns_for(benchmark).extra}
+    return Item(benchmark, row["original_id"], row["question"], tuple(row["options"]), row["original_answer"],
+                row["original_image"], extra)  # fmt: skip
+
+
+def verify_set(folder: str | Path, config: PerturbConfig, max_failure_rate: float = 0.5) -> dict:
+    """Judge and drift-check every item of the set in `folder`; write the kept subset and its manifest, and
+    return the manifest. Raises llm.TooManyFailures (nothing written) when the judge's calls fail."""
+    if config.judge is None:
+        raise ValueError("the recipe has no verify.judge section: verification needs a judge model")
+    folder = Path(folder).resolve()
+    source = set_file(folder)
+    base = source.parent
+    rows, benchmark = _read(source)
+    store = StageStore(base / "verify-work")
+    client = ChatClient(config.judge_endpoint, stage="judge")
+    jobs = []
+    for row in rows:
+        item = _item(row, benchmark)
+        image = row["image"].convert("RGB")
+        jobs.append((row["item_id"], item, row["new_answer"], image, drift(item.image, image, config.drift)))
+    verdicts = client.map(lambda job: judge(client, store, job[0], job[1], job[3], answer_letter(job[1], job[2]),
+                                            config.judge), jobs, desc=f"verifying {benchmark}")  # fmt: skip
+    problems = failure_problems([client.outcomes], max_failure_rate)
+    if problems:
+        raise TooManyFailures("; ".join(problems))
+    out = base / VERIFIED_SUBSET
+    decisions = load_decisions(out / "review.json")
+    outcomes, kept, candidates = Counter(), [], []
+    for number, ((key, item, new_answer, image, drifted), verdict) in enumerate(zip(jobs, verdicts, strict=True)):
+        if isinstance(verdict, BaseException):
+            outcomes[f"judge failed: {type(verdict).__name__}"] += 1
+            continue
+        automatic = automatic_outcome(drifted, verdict)
+        caption = json.loads(rows[number]["provenance"] or "{}").get("caption", "")
+        candidates.append(Candidate(key, item, new_answer, caption or "", image, automatic))
+        decision = decisions.get(key, "auto")
+        if decision == "reject" or (decision == "auto" and automatic != "keep"):
+            outcomes[automatic if decision == "auto" else "human: reject"] += 1
+        else:
+            outcomes["kept" if decision == "auto" else "human: keep"] += 1
+            kept.append(number)
+    write_review(out, candidates, decisions)
+    manifest = {
+        "kind": "lmms-contam verify", "lmms_contam_version": __version__, "benchmark": benchmark,
+        "source": str(source), "source_sha256": hashlib.sha256(source.read_bytes()).hexdigest(),
+        "items": len(rows), "outcomes": dict(outcomes), "judge": config.resolved()["judge"],
+        "drift": config.resolved()["drift"], "api_calls": client.outcomes.as_dict(), "cost": store.cost(JUDGE_STAGE),
+        "verification": {"verified": True, "kept": len(kept), "of": len(rows),
+                         "by": f"lmms-contam verify (judge {config.judge_endpoint.model} and the drift check)"},
+    }  # fmt: skip
+    if not kept:
+        (out / "data.parquet").unlink(missing_ok=True)
+        (out / "data.manifest.json").unlink(missing_ok=True)
+        raise PerturbedSetError(f"{source}: no item passed verification ({dict(outcomes)}); no subset written, "
+                                f"see {out / 'review.html'}")  # fmt: skip
+    with atomic_path(out / "data.parquet") as tmp:
+        rows.select(kept).to_parquet(str(tmp))
+    with atomic_path(out / "data.manifest.json") as tmp:
+        tmp.write_text(json.dumps(manifest, indent=2) + "\n")
+    return manifest

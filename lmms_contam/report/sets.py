@@ -1,0 +1,67 @@
+"""Whether the set a benchmark was scored on was verified, from the manifest beside it.
+
+An unverified counterfactual whose image does not show its new answer is failed by a clean model,
+so on an unverified set (the authors' unfiltered release, for one) a negative delta may come from
+flawed counterfactuals rather than memorisation. The report says which case each verdict is in.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from lmms_contam.harness.datasets import SetLocation, resolve
+from lmms_contam.schema import PerturbedSetError
+
+FLAWED_COUNTERFACTUALS = "a negative delta may come from flawed counterfactuals rather than memorisation"
+
+
+@dataclass(frozen=True)
+class SetStatus:
+    benchmark: str
+    location: str | None
+    verified: bool | None  # None: not known (no manifest with a verification record, or no set here)
+    by: str
+    kept: int | None = None
+    of: int | None = None
+
+    def short(self) -> str:
+        if self.verified is None:
+            return "unknown"
+        return f"verified ({self.kept} of {self.of} kept)" if self.verified else "NOT verified"
+
+    def sentence(self) -> str:
+        if self.verified:
+            return f"{self.benchmark}: verified by {self.by}; {self.kept} of {self.of} items kept ({self.location})."
+        if self.verified is False:
+            return (f"{self.benchmark}: NOT verified ({self.by}): {FLAWED_COUNTERFACTUALS}; run `lmms-contam verify "
+                    f"{self.benchmark}` ({self.location}).")  # fmt: skip
+        return f"{self.benchmark}: verification unknown ({self.by}); {FLAWED_COUNTERFACTUALS} if it was not verified."
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _manifest(location: SetLocation) -> dict | None:
+    if location.kind == "hub":
+        return None
+    path = Path(location.value)
+    manifest = path.with_name(path.stem + ".manifest.json") if path.is_file() else path / "data.manifest.json"
+    try:
+        return json.loads(manifest.read_text()) if manifest.is_file() else None
+    except json.JSONDecodeError:
+        return None
+
+
+def set_status(benchmark: str) -> SetStatus:
+    """The status of the set the tasks resolve for `benchmark` here (nothing is downloaded to find out)."""
+    try:
+        location = resolve(benchmark, fetch=False)
+    except PerturbedSetError:
+        return SetStatus(benchmark, None, None, "no set resolves on this machine")
+    record = (_manifest(location) or {}).get("verification")
+    if not isinstance(record, dict) or not isinstance(record.get("verified"), bool):
+        return SetStatus(benchmark, location.value, None, "no verification record beside the set")
+    return SetStatus(benchmark, location.value, record["verified"], str(record.get("by", "")), record.get("kept"),
+                     record.get("of"))  # fmt: skip

@@ -1,0 +1,145 @@
+"""`lmms-contam verify`: an imported (unverified) set judged through a loopback OpenAI-compatible server
+with scripted verdicts; the kept subset is what the tasks then read and what the report calls verified."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import datasets
+import pytest
+import yaml
+from conftest import metric, run_lmms_eval
+from fixtures import mmstar_rows, real_photos
+from loopback import LoopbackServer, completion
+
+from lmms_contam.schema import write_parquet
+
+pytestmark = pytest.mark.slow
+CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "perturb"
+REJECTED = {3: "wrong", 5: "wrong", 7: "wrong", 8: "ambiguous", 10: "garbage"}  # item 11: image left unchanged
+KEPT = sorted(set(range(12)) - set(REJECTED) - {11})
+
+
+def scripted(delay: float = 0.0):
+    rows = {int(r["original_id"]): r for r in mmstar_rows(real_photos())}
+
+    def script(body, _number):
+        text = body["messages"][0]["content"][1]["text"]
+        item = int(re.search(r"object (\d+)-0", text)[1])
+        new = rows[item]["new_answer"]
+        plan = REJECTED.get(item)
+        if plan == "garbage":
+            return 200, completion("I cannot decide."), delay
+        letters = {"wrong": [next(x for x in "ABCD" if x != new)], "ambiguous": ["A", "B", "C"]}.get(plan, [new])
+        return 200, completion(json.dumps({"correct_options": letters, "reason": "scripted"})), delay
+
+    return script
+
+
+@pytest.fixture
+def imported(tmp_path) -> Path:
+    """The fixture's MMStar set as `import mm-perturb` leaves it: data.parquet and an unverified manifest."""
+    rows = mmstar_rows(real_photos())
+    rows[11]["image"] = rows[11]["original_image"]  # an edit that changed nothing
+    folder = tmp_path / "mmstar"
+    write_parquet(rows, "mmstar", folder / "data.parquet")
+    manifest = {"kind": "lmms-contam import mm-perturb", "verification": {"verified": False, "kept": 12, "of": 12,
+                "by": "none: the authors' release is unfiltered"}}  # fmt: skip
+    (folder / "data.manifest.json").write_text(json.dumps(manifest))
+    return folder
+
+
+def recipe(tmp_path: Path, server: LoopbackServer, concurrency: int = 4) -> Path:
+    config = yaml.safe_load((CONFIGS / "flux_canny.yaml").read_text())
+    config["caption"]["template"] = str(CONFIGS / config["caption"]["template"])
+    judge = config["verify"]["judge"]
+    judge["template"] = str(CONFIGS / judge["template"])
+    judge["endpoint"].update(base_url=server.base_url, api_key_env="LMMS_CONTAM_TEST_KEY", max_retries=0,
+                             concurrency=concurrency)  # fmt: skip
+    config["verify"]["drift"] = {"min_change": 0.001, "min_resemblance": -1.0}
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def verify(*args: str, **env: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "lmms_contam.cli", "verify", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "LMMS_CONTAM_TEST_KEY": "sk-test-verify-0123456789", **env})  # fmt: skip
+
+
+def test_verify_keeps_exactly_the_valid_counterfactuals_and_the_tasks_read_them(imported, tmp_path, monkeypatch):
+    with LoopbackServer(scripted()) as server:
+        config = recipe(tmp_path, server)
+        done = verify(str(imported), "--config", str(config))
+        assert done.returncode == 0, done.stderr
+        calls = len(server.requests)
+        again = verify(str(imported), "--config", str(config))
+        assert again.returncode == 0 and len(server.requests) == calls, "a rerun asked the judge again"
+        # A human overrules the judge on one item: the next run applies it without a call.
+        review_path = imported / "verified" / "review.json"
+        review = json.loads(review_path.read_text())
+        review["mmstar-3"]["decision"] = "keep"
+        review_path.write_text(json.dumps(review))
+        overruled = verify(str(imported), "--config", str(config))
+        assert overruled.returncode == 0 and len(server.requests) == calls
+    assert calls == 12 and f"kept {len(KEPT)} of 12 items" in done.stdout
+    assert "4: judge: reject" in done.stdout  # 3 wrong + 1 ambiguous
+    assert "1: judge: unjudged" in done.stdout and "1: reject: unchanged" in done.stdout
+    assert f"kept {len(KEPT) + 1} of 12" in overruled.stdout and "1: human: keep" in overruled.stdout
+    review["mmstar-3"]["decision"] = "auto"
+    review_path.write_text(json.dumps(review))
+    with LoopbackServer(scripted()) as server:  # another server: every verdict is asked again
+        assert verify(str(imported), "--config", str(recipe(tmp_path, server))).returncode == 0
+        assert len(server.requests) == 12
+    subset = datasets.load_dataset("parquet", data_files=str(imported / "verified" / "data.parquet"), split="train")
+    assert sorted(int(i) for i in subset["original_id"]) == KEPT
+    manifest = json.loads((imported / "verified" / "data.manifest.json").read_text())
+    assert manifest["verification"] == {"verified": True, "kept": len(KEPT), "of": 12,
+                                        "by": "lmms-contam verify (judge o3 and the drift check)"}  # fmt: skip
+    assert "sk-test-verify" not in json.dumps(manifest)
+    monkeypatch.setenv("LMMS_CONTAM_DATASET_MMSTAR", str(imported))
+    run = run_lmms_eval(["--model", "contam_test_memoriser", "--tasks", "mmstar_contam"], tmp_path / "out")
+    assert metric(run, "mmstar_contam", "n_pairs") == len(KEPT), run.output[-3000:]
+    assert "its verified subset" in run.output
+    report = subprocess.run([sys.executable, "-m", "lmms_contam.cli", "report", str(tmp_path / "out"), "--json",
+                             str(tmp_path / "r.json")], capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert report.returncode == 0, report.stderr
+    (result,) = json.loads((tmp_path / "r.json").read_text())["results"]
+    assert (result["set"]["verified"], result["set"]["kept"], result["set"]["of"]) == (True, len(KEPT), 12)
+
+
+def test_the_report_says_a_verdict_rests_on_an_unverified_set(imported, tmp_path, monkeypatch):
+    monkeypatch.setenv("LMMS_CONTAM_DATASET_MMSTAR", str(imported))
+    run_lmms_eval(["--model", "contam_test_memoriser", "--tasks", "mmstar_contam"], tmp_path / "out")
+    done = subprocess.run([sys.executable, "-m", "lmms_contam.cli", "report", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "| contaminated | NOT verified |" in done.stdout
+    assert "mmstar: NOT verified (none: the authors' release is unfiltered): a negative delta may come from flawed " \
+           "counterfactuals rather than memorisation" in done.stdout  # fmt: skip
+
+
+def test_ctrl_c_during_verify_then_rerun_repeats_no_finished_call(imported, tmp_path):
+    with LoopbackServer(scripted(delay=0.3)) as server:
+        config = recipe(tmp_path, server, concurrency=1)
+        env = {**os.environ, "LMMS_CONTAM_TEST_KEY": "sk-test"}
+        command = [sys.executable, "-m", "lmms_contam.cli", "verify", str(imported), "--config", str(config)]
+        proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        while len(server.requests) < 5:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=120)
+        interrupted = len(server.requests)
+        assert interrupted < 12 and not (imported / "verified" / "data.parquet").exists()
+        done = verify(str(imported), "--config", str(config))
+        assert done.returncode == 0, done.stderr
+    assert len(server.requests) <= 12 + 1  # at most the call in flight at Ctrl-C is asked again
+    assert f"kept {len(KEPT)} of 12" in done.stdout
