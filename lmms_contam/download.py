@@ -140,8 +140,9 @@ def download(url: str, target: Path, *, headers: dict[str, str] | None = None, s
                                     f"{part.stat().st_size if part.exists() else 0}") from exc  # fmt: skip
             time.sleep(backoff * 2**attempt)
         except OSError as exc:
-            if exc.errno == errno.ENOSPC:
-                raise DownloadError(f"{part}: the disk is full ({exc}); free space and rerun to resume") from exc
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):  # a full disk, a quota, a file size limit
+                raise DownloadError(f"{part}: no room to write ({exc}); free space and rerun to resume from byte "
+                                    f"{part.stat().st_size}") from exc  # fmt: skip
             raise
     got_size, got_sha = part.stat().st_size, file_sha256(part)
     if (size is not None and got_size != size) or (sha256 is not None and got_sha != sha256):

@@ -122,6 +122,26 @@ def test_network_faults(path, faults, outcome, release, tmp_path):
     assert not folder.exists() and not list(downloads.glob("*.part"))
 
 
+def _two_megabyte_disk() -> None:
+    """A disk that fills at 2 MB, as a file size limit (writes past it fail with EFBIG)."""
+    import resource
+    import signal
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (2 << 20, 2 << 20))
+
+
+def test_a_full_disk_stops_with_a_clear_error_and_no_set(release, tmp_path):
+    command = [sys.executable, "-m", "lmms_contam.cli", "fetch", "mm-perturb", "--benchmark", "mmstar"]
+    with serve(release) as github:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600, preexec_fn=_two_megabyte_disk,
+                              env=environment(github, tmp_path / "home", release))  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert f"{ASSET}.part: no room to write" in done.stderr and "rerun to resume" in done.stderr
+    downloads = tmp_path / "home" / "downloads" / "mm-perturb"
+    assert not (downloads / ASSET).exists() and not (tmp_path / "home" / "datasets").exists()
+
+
 def test_an_archive_member_that_leaves_the_folder_is_refused(release, tmp_path):
     evil = io.BytesIO()
     with zipfile.ZipFile(evil, "w") as zipped:
