@@ -84,14 +84,22 @@ def assert_refused(code: int, err: str, expected: str, outputs: list[Path]) -> N
     assert not [path for path in outputs if path.exists()], "a refused run wrote output"
 
 
-def killed_then_rerun(argv: list[str], seconds: float, seed: str, env: dict | None = None) -> tuple[int, str]:
-    """Three runs killed with SIGKILL at random points within an uninterrupted run's duration, then one run
-    to the end: (kills that landed, the last run's stderr)."""
+def killed_then_rerun(argv: list[str], seconds: float, seed: str, env: dict | None = None,
+                      requests: Callable[[], int] | None = None) -> tuple[int, str]:  # fmt: skip
+    """Three runs killed with SIGKILL at random points, then one run to the end: (kills that landed, the last
+    run's stderr). A point is a random time within an uninterrupted run's `seconds`; or, given a count of
+    the API requests a server received, the arrival of the 1st to 4th request of that run (drawn at random),
+    which lands inside the work however fast or slow the machine is."""
     rng = random.Random(int(hashlib.sha256(seed.encode()).hexdigest(), 16))
     kills = 0
     for _ in range(3):
         proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(0.25, 0.9) * seconds)
+        if requests is None:
+            time.sleep(rng.uniform(0.15, 0.75) * seconds)
+        else:
+            target = requests() + rng.randint(1, 4)
+            while requests() < target and proc.poll() is None:
+                time.sleep(0.01)
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
             kills += 1
@@ -465,7 +473,7 @@ def test_judge_killed_then_rerun_equals_an_uninterrupted_run(tmp_path):
         seconds = timed(command(*_judge_argv(whole, server.base_url, "--concurrency", "1")), env)
         calls = len(server.requests)
         kills, _ = killed_then_rerun(command(*_judge_argv(killed, server.base_url, "--concurrency", "1")), seconds,
-                                     "judge", env)  # fmt: skip
+                                     "judge", env, requests=lambda: len(server.requests))  # fmt: skip
         resumed = len(server.requests) - calls
     assert kills >= 1 and calls <= resumed <= calls + kills  # only a call in flight at a kill is repeated
     assert _judge_outcome(killed) == _judge_outcome(whole)
@@ -588,9 +596,9 @@ def test_perturb_killed_then_rerun_gives_the_uninterrupted_set(originals, flux, 
         seconds = timed(command(*_perturb_argv(str(serial), tmp_path / "whole", parquet)), env)
         calls = len(server.requests)
         kills, _ = killed_then_rerun(command(*_perturb_argv(str(serial), tmp_path / "killed", parquet)), seconds,
-                                     "perturb", env)  # fmt: skip
+                                     "perturb", env, requests=lambda: len(server.requests))  # fmt: skip
         resumed = len(server.requests) - calls
-    assert kills >= 1 and calls <= resumed <= calls + kills
+    assert kills == 3 and calls <= resumed <= calls + kills
     assert _dataset_rows(tmp_path / "killed" / "data.parquet") == _dataset_rows(tmp_path / "whole" / "data.parquet")
     no_temporary_files(tmp_path / "killed")
 
