@@ -25,7 +25,7 @@ def test_test_models_are_resolvable_by_the_harness_registry():
 
     for name in TEST_MODELS:
         cls = MODEL_REGISTRY_V2.get_model_class(name)
-        assert cls.__module__ == "lmms_contam.harness.test_models"
+        assert cls.__module__ == "lmms_contam.harness.check_models"
 
 
 def test_changed_internals_give_one_warning_naming_the_fallback(monkeypatch):

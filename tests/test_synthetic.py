@@ -121,6 +121,33 @@ def test_demo_flags_contaminated_models_and_clears_clean_ones(tmp_path):
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert [p.stat().st_mtime_ns for p in weights] == stamps
     assert json.loads((out / "experiment.json").read_text())["rows"] == summary["rows"]
+    _flaw_study_in_small(command, out, rows, weights, stamps)
+
+
+def _flaw_study_in_small(command: list[str], out: Path, demo_rows: dict, weights: list[Path], stamps: list[int]):
+    """`demo --flaws` on the demo's models: flaws accuse the clean model until `verify` removes them."""
+    done = subprocess.run([*command, "--flaws"], capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert [p.stat().st_mtime_ns for p in weights] == stamps  # the same models, none trained again
+    study = json.loads((out / "flaws.json").read_text())
+    assert study["passed"] and len(study["checks"]) == 2 + 2 * 4  # f = 0 unverified: 2; verified: 4 per rate
+    rows = {(r["rate"], r["verified"], r["row"]["model"]): r for r in study["rows"]}
+    assert len(rows) == 2 * 2 * 4
+    for model, row in demo_rows.items():  # the unflawed set is the demo's own: the same figures
+        assert rows[(0.0, False, model)]["row"]["delta"] == row["delta"]
+    # 40% flawed counterfactuals accuse the clean model and the control; verification clears them.
+    for model in ("clean", "control-e30"):
+        before, after = rows[(0.4, False, model)]["row"], rows[(0.4, True, model)]["row"]
+        assert before["delta"] < -0.05 and before["mcnemar_p"] < 0.05 and before["verdict"] == "contaminated"
+        assert after["verdict"] != "contaminated"
+    assert study["first_accusing_rate"] == 0.4
+    screened = {s["rate"]: s for s in study["screenings"]}
+    assert screened[0.4]["flawed_removed_share"] > 0.75 and screened[0.0]["flawed_removed_share"] is None
+    for s in screened.values():  # every good item ambiguous by design is removed, and hardly a clear one
+        assert s["ambiguous_good_removed"] == s["ambiguous_good"] > 0
+        assert s["good_removed"] - s["ambiguous_good"] <= 0.01 * (s["good"] - s["ambiguous_good"])
+    assert rows[(0.4, True, "clean")]["items"] == screened[0.4]["kept"] < 500
+    assert "false-accusation curve" in done.stdout and "A clean model is first flagged" in done.stdout
 
 
 def _row(model: str, strategy: str, degree: int, seed: int, acc: float, delta: float, p: float, verdict: str):

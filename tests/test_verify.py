@@ -66,3 +66,19 @@ def test_drift_rejects_unchanged_and_unrelated_and_keeps_a_local_edit(photos):
     ImageDraw.Draw(edited).rectangle((10, 10, 45, 45), fill=(250, 20, 20))
     verdict = drift(original, edited, settings)
     assert verdict["outcome"] == "keep", verdict
+
+
+def test_drift_sees_a_recolouring_of_equal_brightness():
+    """A colour edit that leaves every grey level as it was is still an edit (a red car made blue)."""
+    original = Image.new("RGB", (64, 64), (40, 40, 40))
+    ImageDraw.Draw(original).rectangle((8, 8, 40, 40), fill=(200, 60, 60))
+    grey = original.convert("L").getpixel((20, 20))
+    recoloured = original.copy()
+    for green in range(256):  # a blue-green of the same grey level as the red
+        if Image.new("RGB", (1, 1), (60, green, 200)).convert("L").getpixel((0, 0)) == grey:
+            break
+    else:
+        raise AssertionError("no colour of equal brightness found")
+    ImageDraw.Draw(recoloured).rectangle((8, 8, 40, 40), fill=(60, green, 200))
+    assert recoloured.convert("L").tobytes() == original.convert("L").tobytes()
+    assert drift(original, recoloured, DriftSettings())["outcome"] == "keep"

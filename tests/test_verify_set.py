@@ -127,12 +127,19 @@ def test_the_report_says_a_verdict_rests_on_an_unverified_set(imported, tmp_path
            "counterfactuals rather than memorisation" in done.stdout  # fmt: skip
 
 
+def _as_in_a_terminal() -> None:
+    """Ctrl-C reaches the command as in a terminal, even where this suite runs as a background job (whose
+    children inherit SIGINT ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_during_verify_then_rerun_repeats_no_finished_call(imported, tmp_path):
     with LoopbackServer(scripted(delay=0.3)) as server:
         config = recipe(tmp_path, server, concurrency=1)
         env = {**os.environ, "LMMS_CONTAM_TEST_KEY": "sk-test"}
         command = [sys.executable, "-m", "lmms_contam.cli", "verify", str(imported), "--config", str(config)]
-        proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                preexec_fn=_as_in_a_terminal)  # fmt: skip
         while len(server.requests) < 5:
             time.sleep(0.05)
         proc.send_signal(signal.SIGINT)

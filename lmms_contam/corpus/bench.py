@@ -84,8 +84,8 @@ def _timed_rounds(*functions: Callable[[int], object], repeats: int = 5) -> list
 def compared(name: str, ours: np.ndarray, baseline: np.ndarray, work: float, unit: str, target: float) -> Figure:
     """Throughputs (`work` / seconds) of the round whose ratio is the median of all rounds' ratios.
 
-    Each side's fastest run, the usual summary of one timing, can pair moments minutes apart: here
-    the same 64-image forward took 2.4 to 3.6 s within two minutes, more than any gap measured.
+    Each side's fastest run, the usual summary of one timing, can pair moments minutes apart on a
+    machine whose speed drifts by more than the gaps being measured (README: the scan's figures).
     """
     ratios = baseline / ours
     middle = int(np.argsort(ratios, kind="stable")[len(ratios) // 2])

@@ -70,7 +70,7 @@ def test_model_manifests() -> list:
     from lmms_eval.models.registry_v2 import ModelManifest
 
     return [
-        ModelManifest(model_id=model_id, simple_class_path=f"lmms_contam.harness.test_models.{cls}")
+        ModelManifest(model_id=model_id, simple_class_path=f"lmms_contam.harness.check_models.{cls}")
         for model_id, cls in (
             ("contam_test_oracle", "OracleTestModel"),
             ("contam_test_memoriser", "MemoriserTestModel"),

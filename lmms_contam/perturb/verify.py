@@ -123,18 +123,21 @@ def automatic_outcome(drifted: dict, verdict: dict | None) -> str:
 
 @dataclass(frozen=True)
 class DriftSettings:
-    min_change: float = 0.01  # mean absolute grey-level change (0-1) below which the edit did nothing
+    # Mean absolute colour change (0-1, over RGB) below which the edit did nothing. In colour, not grey:
+    # a recolouring of equal brightness (a red car made blue) is an edit, and grey levels do not see it.
+    min_change: float = 0.01
     min_resemblance: float = 0.35  # correlation of small grey thumbnails below which the layout is gone
     size: int = 32
 
 
-def _grey(image: Image.Image, size: int) -> np.ndarray:
-    return np.asarray(image.convert("L").resize((size, size), Image.Resampling.BILINEAR), dtype=float) / 255.0
+def _thumbnail(image: Image.Image, size: int, mode: str) -> np.ndarray:
+    return np.asarray(image.convert(mode).resize((size, size), Image.Resampling.BILINEAR), dtype=float) / 255.0
 
 
 def drift(original: Image.Image, perturbed: Image.Image, settings: DriftSettings) -> dict:
-    a, b = _grey(original, settings.size), _grey(perturbed, settings.size)
-    change = float(np.abs(a - b).mean())
+    change = float(np.abs(_thumbnail(original, settings.size, "RGB") - _thumbnail(perturbed, settings.size, "RGB"))
+                   .mean())  # fmt: skip
+    a, b = _thumbnail(original, settings.size, "L"), _thumbnail(perturbed, settings.size, "L")
     if a.std() == 0 or b.std() == 0:
         resemblance = 1.0 if change < settings.min_change else 0.0
     else:

@@ -19,6 +19,7 @@ from lmms_contam.items import Item, Skipped
 from lmms_contam.perturb.edit import EditRequest
 from lmms_contam.perturb.swap import swap_answer
 from lmms_contam.schema import SCHEMA_VERSION, option_letters, write_parquet
+from lmms_contam.synthetic import flaws
 from lmms_contam.synthetic.scenes import KINDS, Scene, counterfactual, draw_scene, render
 from lmms_contam.synthetic.train import Example
 
@@ -68,14 +69,24 @@ def swapped_answer(item: Item, seed: int) -> int:
 class ProceduralEditor:
     """Redraws a known scene so that the option named by the caption is right; the layout stays.
 
-    The ideal counterfactual: it separates the detector's validity from diffusion quality.
+    The ideal counterfactual: it separates the detector's validity from diffusion quality. With a
+    `flaw_rate`, that share of the items get one of the flaws in `flaws.py` instead, recorded in
+    `self.flaws` (item key -> kind) for the analysis alone.
     """
 
-    def __init__(self, scenes_by_key: Mapping[str, Scene]) -> None:
+    def __init__(self, scenes_by_key: Mapping[str, Scene], flaw_rate: float = 0.0, flaw_seed: int = 0) -> None:
+        if not 0 <= flaw_rate <= 1:
+            raise ValueError(f"flaw rate must lie between 0 and 1, got {flaw_rate}")
         self.scenes = scenes_by_key
+        self.flaw_rate = flaw_rate
+        self.flaw_seed = flaw_seed
+        self.flaws: dict[str, str] = {}
 
     def describe(self) -> dict:
-        return {"editor": "procedural", "scenes": len(self.scenes)}
+        described = {"editor": "procedural", "scenes": len(self.scenes)}
+        if self.flaw_rate:
+            described |= {"flaw_rate": self.flaw_rate, "flaw_seed": self.flaw_seed, "flaw_shares": flaws.FLAW_SHARES}
+        return described
 
     def edit(self, requests: Sequence[EditRequest]) -> list[Image.Image]:
         images = []
@@ -86,14 +97,26 @@ class ProceduralEditor:
             options = KINDS[scene.kind].options
             if request.caption not in options:
                 raise ValueError(f"procedural editor: caption {request.caption!r} is not one of {options}")
-            images.append(render(counterfactual(scene, options.index(request.caption))))
+            new_answer = options.index(request.caption)
+            flaw = flaws.flaw_of(request.key, self.flaw_rate, self.flaw_seed)
+            if flaw is None:
+                images.append(render(counterfactual(scene, new_answer)))
+            else:
+                self.flaws[request.key] = flaw
+                images.append(flaws.flawed_image(scene, new_answer, flaw, request.key, self.flaw_seed))
         return images
 
 
-def build_test_set(count: int, out: str | Path, seed: int = 0) -> Path:
-    """Write `count` items with their counterfactuals as a perturbed set (parquet, schema v1)."""
+def flaws_path(test_set: Path) -> Path:
+    """Which items of a set are flawed, and how: beside the set, read by the flaw study alone."""
+    return test_set.with_name(test_set.stem + ".flaws.json")
+
+
+def build_test_set(count: int, out: str | Path, seed: int = 0, flaw_rate: float = 0.0) -> Path:
+    """Write `count` items with their counterfactuals as a perturbed set (parquet, schema v1); with a
+    `flaw_rate`, that share of the counterfactuals is flawed (kinds in `<stem>.flaws.json`)."""
     drawn = test_scenes(count, seed)
-    editor = ProceduralEditor(dict(drawn))
+    editor = ProceduralEditor(dict(drawn), flaw_rate)
     rows = []
     for item_id, scene in tqdm(drawn, desc="synthetic benchmark", disable=count < 500):
         item = to_item(item_id, scene)
@@ -115,10 +138,20 @@ def build_test_set(count: int, out: str | Path, seed: int = 0) -> Path:
             "schema_version": SCHEMA_VERSION,
             **item.extra,
         })  # fmt: skip
+    out = Path(out)
+    if flaw_rate:  # written before the set, so a set never stands without its flaw record
+        record = {"flaw_rate": flaw_rate, "shares": flaws.FLAW_SHARES, "items": editor.flaws}
+        with atomic_path(flaws_path(out)) as tmp:
+            tmp.write_text(json.dumps(record, indent=2) + "\n")
     written = write_parquet(rows, BENCHMARK, out)
-    manifest = {"kind": "lmms-contam synthetic", "items": count, "seed": seed, "verification": {
-        "verified": True, "kept": count, "of": count, "by": "construction (the procedural editor draws the ideal "
-        "counterfactual)"}}  # fmt: skip
+    verification = (
+        {"verified": False, "kept": None, "of": count, "by": f"nobody: {flaw_rate:.0%} of the counterfactuals are "
+         "flawed on purpose (the flaw study)"} if flaw_rate else
+        {"verified": True, "kept": count, "of": count, "by": "construction (the procedural editor draws the ideal "
+         "counterfactual)"}
+    )  # fmt: skip
+    manifest = {"kind": "lmms-contam synthetic", "items": count, "seed": seed, "flaw_rate": flaw_rate,
+                "verification": verification}  # fmt: skip
     with atomic_path(written.with_name(written.stem + ".manifest.json")) as tmp:
         tmp.write_text(json.dumps(manifest, indent=2) + "\n")
     return written

@@ -62,7 +62,7 @@ class SetupMismatch(ValueError):
     """The working folder holds models made with other settings; mixing them would be wrong."""
 
 
-def _claim_folder(out: Path, setup: Setup) -> None:
+def claim_folder(out: Path, setup: Setup) -> None:
     """Record the recipe on first use; refuse a folder whose models came from another recipe."""
     record = out / "recipe.json"
     wanted = asdict(setup.recipe)
@@ -115,7 +115,7 @@ class Outcome:
         return all(check.passed for check in self.checks)
 
 
-def _row(spec: ModelSpec, result: analysis.BenchmarkResult, detectors: list[analysis.DetectorResult]) -> Row:
+def row_of(spec: ModelSpec, result: analysis.BenchmarkResult, detectors: list[analysis.DetectorResult]) -> Row:
     c = result.comparison
     by_kind, kind_p = {}, {}
     for category in result.categories:
@@ -183,8 +183,8 @@ def rate_check(image_only: dict[str, dict]) -> Check:
 def run(setup: Setup, out: str | Path) -> Outcome:
     """Build (or reuse) everything under `out`, then write report.{html,md,json} and experiment.json."""
     started = time.monotonic()
-    out = Path(out)
-    _claim_folder(out, setup)
+    out = Path(out).resolve()  # lmms-eval records model folders as given: one spelling across runs
+    claim_folder(out, setup)
     recipe = setup.recipe
     test_set = out / "data" / f"synthetic-{recipe.test_items}.parquet"
     if not test_set.exists():
@@ -199,12 +199,14 @@ def run(setup: Setup, out: str | Path) -> Outcome:
                            out / "logs" / f"lmms-eval-seed{seed}.log")  # fmt: skip
         specs += seed_specs
         eval_dirs += outputs.values()
-    with _resolving(test_set):  # the report shows flagged image pairs from the set the tasks read
+    with resolving(test_set):  # the report shows flagged image pairs from the set the tasks read
         analysed, _ = build_report(eval_dirs, markdown=out / "report.md", json_path=out / "report.json",
                                    html_path=out / "report.html")  # fmt: skip
     models = out / "models"
     rows = [
-        _row(spec, _one(_of_model(spec, analysed.results, models)), _of_model(spec, analysed.detectors, models))
+        row_of(
+            spec, only_entry(entries_of(spec, analysed.results, models)), entries_of(spec, analysed.detectors, models)
+        )  # fmt: skip
         for spec in specs
     ]
     image_only = image_only_rates(recipe, setup.seeds[0], test_set, out / "scan")
@@ -218,7 +220,7 @@ def run(setup: Setup, out: str | Path) -> Outcome:
 
 
 @contextmanager
-def _resolving(test_set: Path) -> Iterator[None]:
+def resolving(test_set: Path) -> Iterator[None]:
     name = env_var("synthetic")
     before = os.environ.get(name)
     os.environ[name] = str(test_set)
@@ -231,13 +233,13 @@ def _resolving(test_set: Path) -> Iterator[None]:
             os.environ[name] = before
 
 
-def _of_model(spec: ModelSpec, results: list, models: Path) -> list:
+def entries_of(spec: ModelSpec, results: list, models: Path) -> list:
     """Report entries labelled with this model: lmms-eval names llava_hf runs by the `pretrained` folder."""
     folder = str(spec.folder(models))
     return [r for r in results if r.model == folder or f"pretrained={folder}," in r.model]
 
 
-def _one(found: list) -> analysis.BenchmarkResult:
+def only_entry(found: list) -> analysis.BenchmarkResult:
     if len(found) != 1:
         raise RuntimeError(f"{len(found)} report entries for one model; expected exactly one")
     return found[0]

@@ -26,8 +26,8 @@ class Recipe:
     clean_lr: float = 1e-3
     clean_batch: int = 64
     degrees: tuple[int, ...] = (10, 20, 30)  # fine-tuning epochs on the test items, lowest to highest
-    # 2: each degree its own fine-tuning run; 1 (before 2026-12-03): snapshots of one 30-epoch run. Recorded
-    # with the models, so a folder of version-1 models is refused rather than mixed.
+    # 2: each degree its own fine-tuning run; 1: snapshots of one 30-epoch run. Recorded with the models, so
+    # a folder of version-1 models is refused rather than mixed.
     version: int = 2
     finetune_batch: int = 16
     full_lr: float = 1e-3

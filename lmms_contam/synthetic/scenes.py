@@ -138,11 +138,21 @@ def counterfactual(scene: Scene, new_answer: int) -> Scene:
     return replace(scene, answer=new_answer)
 
 
-def _draw_shape(canvas: ImageDraw.ImageDraw, shape: str, cell: int, colour: tuple[int, ...]) -> None:
-    column, row = cell % 2, cell // 2
+def cell_origin(cell: int) -> tuple[int, int]:
+    """The top-left pixel of a grid cell (cells 0 1 / 2 3)."""
+    return cell % 2 * CELL, cell // 2 * CELL
+
+
+def shape_box(cell: int) -> tuple[float, float, float, float]:
+    """The bounding box (left, top, right, bottom, inclusive) of the shape drawn in a cell."""
+    x, y = cell_origin(cell)
     margin = (CELL - SHAPE) / 2
-    left, top = column * CELL + margin, row * CELL + margin
-    right, bottom = left + SHAPE - 1, top + SHAPE - 1
+    left, top = x + margin, y + margin
+    return left, top, left + SHAPE - 1, top + SHAPE - 1
+
+
+def _draw_shape(canvas: ImageDraw.ImageDraw, shape: str, cell: int, colour: tuple[int, ...]) -> None:
+    left, top, right, bottom = shape_box(cell)
     if shape == "circle":
         canvas.ellipse((left, top, right, bottom), fill=colour)
     elif shape == "square":

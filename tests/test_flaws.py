@@ -1,0 +1,155 @@
+"""The flaw model, the ideal reader and its judge endpoint, and verification of flawed synthetic sets
+through `lmms-contam verify`'s own code (the lmms-eval part runs in test_synthetic's demo test)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import replace
+from io import BytesIO
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from PIL import Image
+
+from lmms_contam.harness.datasets import env_var
+from lmms_contam.llm import image_part
+from lmms_contam.perturb.config import PerturbConfig
+from lmms_contam.perturb.verify_set import verify_set
+from lmms_contam.report.sets import set_status
+from lmms_contam.schema import option_letters
+from lmms_contam.synthetic import benchmark, flaw_study, flaws, reader
+from lmms_contam.synthetic.experiment import Row
+from lmms_contam.synthetic.judge_server import IdealReaderJudge, verdict
+from lmms_contam.synthetic.scenes import KINDS, counterfactual, render
+
+IDS = [f"synthetic-{i:06d}" for i in range(4000)]
+
+
+def test_flaws_are_nested_across_rates_with_fixed_shares():
+    at = {rate: {i: flaws.flaw_of(i, rate) for i in IDS} for rate in (0.0, 0.1, 0.2, 0.4)}
+    assert not any(at[0.0].values())
+    for low, high in ((0.1, 0.2), (0.2, 0.4)):
+        assert all(at[high][i] == kind for i, kind in at[low].items() if kind)  # flawed at low: same at high
+    for rate in (0.1, 0.2, 0.4):
+        assert abs(sum(map(bool, at[rate].values())) / len(IDS) - rate) < 0.025
+    kinds = Counter(kind for kind in at[0.4].values() if kind)
+    assert set(kinds) == set(flaws.FLAW_SHARES)
+    for kind, share in flaws.FLAW_SHARES.items():
+        assert abs(kinds[kind] / sum(kinds.values()) - share) < 0.05, kinds
+
+
+def _swapped(count: int):
+    for item_id, scene in benchmark.test_scenes(count):
+        yield item_id, scene, benchmark.swapped_answer(benchmark.to_item(item_id, scene), 0)
+
+
+def test_the_ideal_reader_reads_every_scene_as_the_nearest_colour():
+    """From pixels alone, it names what the scene's colour is nearest to, on originals and counterfactuals."""
+    for _, scene, new in _swapped(300):
+        options = KINDS[scene.kind].options
+        assert reader.correct_options(render(scene), scene.kind, options) == [scene.looks_like()]
+        other = counterfactual(scene, new)
+        assert reader.correct_options(render(other), scene.kind, options) == [other.looks_like()]
+    with pytest.raises(ValueError, match="32x32"):
+        reader.shapes(render(scene).resize((64, 64)))
+
+
+def test_each_flaw_kind_shows_what_it_says():
+    seen = Counter()
+    for item_id, scene, new in _swapped(200):
+        options = KINDS[scene.kind].options
+        read = {kind: reader.correct_options(flaws.flawed_image(scene, new, kind, item_id), scene.kind, options)
+                for kind in flaws.FLAW_SHARES}  # fmt: skip
+        assert read["unchanged"] == [scene.looks_like()]
+        assert read["removed"] == []  # no target: no option is right
+        (third,) = read["third_option"]
+        if not scene.confusion:  # a clear scene shows the third option itself
+            assert third not in (scene.answer, new)
+        mixed = flaws.flawed_image(scene, new, "ambiguous", item_id)
+        (colour,) = [c for shape, c in reader.shapes(mixed) if shape == scene.kind]
+        palette = [np.array(c, dtype=float) for c in KINDS[scene.kind].palette.values()]
+        halfway = (palette[new] + palette[scene.answer]) / 2 + np.array(scene.noise)
+        assert np.allclose(colour, np.clip(np.round(halfway), 0, 255))
+        seen[read["ambiguous"] == [new]] += 1
+    assert seen[True] and seen[False]  # halfway: some read as the new answer, some as the old
+
+
+def test_the_judge_endpoint_answers_in_the_verification_format():
+    scene = benchmark.test_scenes(1)[0][1]
+    options = KINDS[scene.kind].options
+    text = f"Question:\n{scene.question_text()}\n\nOptions:\n" + "\n".join(
+        f"{letter}. {option}" for letter, option in zip(option_letters(4), options, strict=True)
+    )
+    body = {"messages": [{"role": "user", "content": [image_part(render(scene)), {"type": "text", "text": text}]}]}
+    assert verdict(body)["correct_options"] == [option_letters(4)[scene.looks_like()]]
+    no_image = {"messages": [{"role": "user", "content": [{"type": "text", "text": text}]}]}
+    assert verdict(no_image)["correct_options"] == []
+
+
+@pytest.fixture(scope="module")
+def verified(tmp_path_factory):
+    """A 300-item set with 40% flaws, verified by `verify`'s code with the ideal reader as its judge."""
+    folder = tmp_path_factory.mktemp("flaws") / "f0.40"
+    data = flaw_study.flawed_set(folder, 300, 0.4)
+    with IdealReaderJudge() as judge:
+        recipe = replace(PerturbConfig.from_yaml(flaw_study.RECIPE), judge_endpoint=judge.endpoint)
+        manifest = verify_set(folder, recipe, 0.0)
+    return data, manifest
+
+
+def test_a_flawed_set_records_its_flaws_and_says_it_is_not_verified(verified, monkeypatch):
+    data, _ = verified
+    record = json.loads(benchmark.flaws_path(data).read_text())
+    ids = pq.read_table(data, columns=["item_id"])["item_id"].to_pylist()
+    assert record["items"] == {i: flaws.flaw_of(i, 0.4) for i in ids if flaws.flaw_of(i, 0.4)}
+    assert "flaw" not in pq.read_schema(data).names  # nothing the tasks read names the flawed items
+    monkeypatch.setenv(env_var("synthetic"), str(data))
+    assert set_status("synthetic").verified is False
+    monkeypatch.setenv(env_var("synthetic"), str(data.parent))  # the folder: the tasks read its subset
+    status = set_status("synthetic")
+    assert status.verified is True and status.of == 300 and status.kept < 300
+
+
+def test_verification_removes_what_misleads_a_reader_and_no_clear_good_item(verified):
+    data, manifest = verified
+    screened = flaw_study.screening(0.4, data, manifest)
+    assert screened.items == 300 and sum(screened.flawed.values()) == len(json.loads(
+        benchmark.flaws_path(data).read_text())["items"])  # fmt: skip
+    assert screened.flawed_removed["unchanged"] == screened.flawed["unchanged"]  # the drift check
+    assert screened.flawed_removed["removed"] == screened.flawed["removed"]
+    assert screened.flawed_removed_share > 0.75
+    # The good items it removes are exactly those ambiguous by design: their counterfactual reads as
+    # another option, as their original does.
+    assert screened.good_removed == screened.ambiguous_good > 0
+    kept = pq.read_table(data.parent / "verified" / "data.parquet", columns=["item_id"])["item_id"].to_pylist()
+    assert len(kept) == screened.kept == manifest["verification"]["kept"]
+    # Every kept counterfactual reads, to the ideal reader, as its new answer.
+    rows = pq.read_table(data.parent / "verified" / "data.parquet").to_pylist()
+    for row in rows:
+        image = Image.open(BytesIO(row["image"]["bytes"]))
+        kind = row["category"]
+        answer = reader.correct_options(image, kind, row["options"])
+        assert answer == [option_letters(4).index(row["new_answer"])]
+
+
+def _row(model: str, strategy: str, delta: float, p: float) -> Row:
+    return Row(model, strategy, 30, 0, 0.7, 0.7 + delta, delta, (delta - 0.05, delta + 0.05), p, "-", {}, {})
+
+
+def test_the_study_checks_fail_when_verification_does_not_help():
+    def rows(clean_delta: float, clean_p: float, full_p: float) -> list[flaw_study.FlawRow]:
+        out = []
+        for verified in (False, True):
+            out.append(flaw_study.FlawRow(0.4, verified, 300, _row("clean", "clean", clean_delta, clean_p)))
+            out.append(flaw_study.FlawRow(0.4, verified, 300, _row("full-e30", "full", -0.2, full_p)))
+        return out
+
+    good = flaw_study.check(rows(-0.01, 0.5, 1e-6))
+    assert good and all(c.passed for c in good)
+    assert len(good) == 2  # the unverified set at f > 0 is measured, not checked
+    assert not all(c.passed for c in flaw_study.check(rows(-0.1, 0.001, 1e-6)))  # clean flagged after verify
+    assert not all(c.passed for c in flaw_study.check(rows(-0.01, 0.5, 0.02)))  # contamination missed
+    outcome = flaw_study.FlawOutcome(rows(-0.1, 0.001, 1e-6), [])
+    assert outcome.first_accusing_rate() == 0.4
