@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import functools
 import io
 from collections.abc import Iterator
@@ -10,6 +11,8 @@ from contextlib import contextmanager
 from PIL import Image, ImageFile
 
 BLANK_GREY = (128, 128, 128)
+THUMBNAIL = 256  # pages (the report, the review gallery) show images at most this large
+SMALLEST = 96  # tiny images (the synthetic benchmark's 32x32 scenes) are enlarged, pixels kept sharp
 
 
 @contextmanager
@@ -45,3 +48,21 @@ def blank_png(size: tuple[int, int]) -> bytes:
     buffer = io.BytesIO()
     Image.new("RGB", size, BLANK_GREY).save(buffer, format="PNG")
     return buffer.getvalue()
+
+
+def data_uri(image: Image.Image, max_side: int, image_format: str = "PNG", smallest: int = 0) -> str:
+    """An image inline as a data: URI, shrunk to `max_side` (and enlarged to `smallest`, pixels kept
+    sharp). PNG keeps every pixel, for a model to read; JPEG keeps pages small."""
+    copy = image.convert("RGB")
+    if smallest and max(copy.size) < smallest:
+        scale = -(-smallest // max(copy.size))
+        copy = copy.resize((copy.width * scale, copy.height * scale), Image.Resampling.NEAREST)
+    copy.thumbnail((max_side, max_side))
+    buffer = io.BytesIO()
+    copy.save(buffer, format=image_format, **({"quality": 85} if image_format == "JPEG" else {}))
+    return f"data:image/{image_format.lower()};base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def thumbnail_uri(image: Image.Image) -> str:
+    """An image as a page shows it: a JPEG thumbnail."""
+    return data_uri(image, THUMBNAIL, "JPEG", SMALLEST)

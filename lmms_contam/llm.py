@@ -10,8 +10,6 @@ that leaves this module is redacted (lmms_contam/redact.py).
 
 from __future__ import annotations
 
-import base64
-import io
 import json
 import os
 import re
@@ -25,6 +23,7 @@ from typing import TypeVar
 from PIL import Image
 from tqdm.auto import tqdm
 
+from lmms_contam.imaging import data_uri
 from lmms_contam.redact import environment_secrets, redact
 
 T = TypeVar("T")
@@ -146,12 +145,7 @@ class PromptTemplate:
 
 def image_part(image: Image.Image, max_side: int = 1024) -> dict:
     """An image as an inline data-URI content part (PNG, shrunk to max_side)."""
-    copy = image.convert("RGB")
-    copy.thumbnail((max_side, max_side))
-    buffer = io.BytesIO()
-    copy.save(buffer, format="PNG")
-    encoded = base64.b64encode(buffer.getvalue()).decode("ascii")
-    return {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{encoded}"}}
+    return {"type": "image_url", "image_url": {"url": data_uri(image, max_side)}}
 
 
 class ChatClient:

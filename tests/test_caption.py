@@ -12,7 +12,7 @@ from PIL import Image
 from lmms_contam.items import Item
 from lmms_contam.llm import ChatClient, EndpointConfig
 from lmms_contam.perturb.caption import CaptionSettings, write_caption
-from lmms_contam.perturb.store import StageStore
+from lmms_contam.store import StageStore
 
 TEMPLATE = Path(__file__).resolve().parents[1] / "configs" / "perturb" / "edit_caption.txt"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -26,10 +27,14 @@ def test_tiny_llava_through_lmms_eval_llava_hf_loader(with_sets, tmp_path):
          "--gen_kwargs", "max_new_tokens=4", "--tasks", "mmstar_contam"],
         tmp_path / "out",
     )  # fmt: skip
-    for name in PAIRED_METRICS:
-        value = metric(run, "mmstar_contam", name)
-        assert isinstance(value, float), name
-    assert metric(run, "mmstar_contam", "n_pairs") == 12
+    values = {name: metric(run, "mmstar_contam", name) for name in PAIRED_METRICS}
+    assert all(math.isfinite(value) for value in values.values()), values
+    # The statistics agree with each other: accuracies in [0, 1], delta their difference and inside its
+    # interval, McNemar's p a probability.
+    assert 0 <= values["acc_original"] <= 1 and 0 <= values["acc_perturbed"] <= 1
+    assert values["delta"] == pytest.approx(values["acc_perturbed"] - values["acc_original"])
+    assert values["delta_ci_low"] <= values["delta"] <= values["delta_ci_high"]
+    assert 0 < values["mcnemar_p"] <= 1 and values["n_flagged"] <= values["n_pairs"] == 12
     assert len(run.samples["mmstar_contam"]) == 24
     assert all(isinstance(s["filtered_resps"], str) for s in run.samples["mmstar_contam"])
 

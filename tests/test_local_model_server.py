@@ -53,7 +53,7 @@ def test_judge_schema_constrains_the_reply_to_a_parsable_verdict(server_url):
 def test_caption_judge_gets_a_schema_constrained_verdict_and_caches_it(server_url, tmp_path):
     from lmms_contam.judge.candidates import Candidate
     from lmms_contam.judge.caption_judge import JudgeSettings, judge
-    from lmms_contam.perturb.store import StageStore
+    from lmms_contam.store import StageStore
 
     client = ChatClient(EndpointConfig(model="smollm2", base_url=f"{server_url}/v1", max_retries=0, timeout_s=120))
     settings = JudgeSettings.from_file(max_tokens=150)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from lmms_contam.benchmarks import SCANNABLE
 from lmms_contam.corpus import run as corpus_run
 from lmms_contam.corpus.embed import OFFLINE_THRESHOLD, EfficientNetLite0Embedder
 from lmms_contam.corpus.eval_sources import BenchmarkSource
-from lmms_contam.corpus.flags import ScanOutputError
+from lmms_contam.corpus.flags import CLEAN, FLAGGED, UNJUDGED, UNSCANNED, ScanOutputError
 from lmms_contam.corpus.ingest import embed_corpus
 from lmms_contam.harness.registration import tasks_dir
 from lmms_contam.harness.scanned import SCANNED_METRICS, join_flags
@@ -147,8 +148,15 @@ def test_a_model_right_only_on_flagged_items_shows_a_significant_gap(contaminate
     assert metric(done, task, "n_unjudged") == 1
     assert metric(done, task, "image_text_acc_flagged") == 1.0
     assert metric(done, task, "image_text_acc_clean") == pytest.approx(8 / 24)
-    record = done.samples[task][0]["contam_ids"]
-    assert {record["image_only"], record["image_text"]} <= {"flagged", "clean", "unjudged"}
+    # Every sample line carries its own item's flags, in the order of the benchmark's rows.
+    words = {True: FLAGGED, False: CLEAN, None: UNSCANNED}
+    for benchmark in SCANNABLE:
+        records = [
+            s["contam_ids"] for s in sorted(done.samples[f"{benchmark}_scanned_local"], key=lambda s: s["doc_id"])
+        ]
+        assert [r["image_only"] for r in records] == [words[f] for f in expected_flags(benchmark)], benchmark
+    texts = Counter(s["contam_ids"]["image_text"] for s in done.samples["mmstar_scanned_local"])
+    assert texts == {FLAGGED: 7, UNJUDGED: 1, CLEAN: 24}
 
 
 def test_the_oracle_shows_no_gap(with_scans, tmp_path):

@@ -55,13 +55,47 @@ def test_task_loads_and_every_function_runs_on_a_document(path, manager, with_se
     doc = docs[0]
     visuals = task.config.doc_to_visual(doc)
     assert visuals and visuals[0].mode == "RGB"
+    question = doc["question"] if "question" in doc else doc["Question"]  # every benchmark has one of the two
     prompt = task.doc_to_text(doc)
-    assert isinstance(prompt, str) and doc.get("question", doc.get("Question", ""))[:10] in prompt
-    output = task.process_results(doc, [doc["contam_gold"]])
-    assert output["contam_ids"]["correct"] == 1
-    assert set(output) - {"contam_ids"} <= set(task.aggregation())
-    for metric in set(output) - {"contam_ids"}:
-        assert isinstance(task.aggregation()[metric]([output[metric]]), float)
+    assert isinstance(prompt, str) and question and question[:10] in prompt
+    # Every aggregation over the whole set, for a model right on every document: known values.
+    values = _aggregated(task, docs, "contam_gold")
+    assert values == pytest.approx(_when_always_right(values, docs[0]["contam_n_options"])), name
+    if name.endswith("_contam"):  # and for a memoriser: right on every original, wrong on every counterfactual
+        memorised = _aggregated(task, docs, "contam_original_answer")
+        assert (memorised["acc_original"], memorised["acc_perturbed"], memorised["delta"]) == (1.0, 0.0, -1.0)
+        assert memorised["n_flagged"] == memorised["n_pairs"] == 12 and memorised["delta_ci_high"] < 0
+        assert memorised["mcnemar_p"] == pytest.approx(2 * 0.5**12)  # exact McNemar, 12 discordant pairs
+
+
+def _aggregated(task, docs: list[dict], answer_field: str) -> dict[str, float]:
+    outputs = [task.process_results(doc, [doc[answer_field]]) for doc in docs]
+    assert all(out["contam_ids"]["correct"] == (doc[answer_field] == doc["contam_gold"])
+               for doc, out in zip(docs, outputs, strict=True))  # fmt: skip
+    metrics = set().union(*outputs) - {"contam_ids"}
+    assert metrics <= set(task.aggregation())
+    return {m: float(task.aggregation()[m]([out[m] for out in outputs if m in out])) for m in metrics}
+
+
+# What each aggregation gives when every answer is right (12 items); any other metric is one of the built-in
+# tasks' accuracies (MMStar's categories and average, RealWorldQA's exact match, NaturalBench's four), so 1.
+ALWAYS_RIGHT = {"delta": 0.0, "delta_ci_low": 0.0, "delta_ci_high": 0.0, "mcnemar_p": 1.0, "n_flagged": 0.0,
+                "n_pairs": 12.0, "circular_drop": 0.0, "circular_p": 1.0, "n_inconsistent": 0.0, "n_items": 12.0,
+                "shuffle_delta": 0.0, "shuffle_p": 1.0, "n_flipped": 0.0, "n_right": 12.0}  # fmt: skip
+
+
+def _when_always_right(values: dict[str, float], n_options: int) -> dict[str, float]:
+    expected = {}
+    for metric in values:
+        if metric == "chance":
+            expected[metric] = 1 / n_options
+        elif metric == "text_only_excess":
+            expected[metric] = 1 - 1 / n_options
+        elif metric == "text_only_p":
+            expected[metric] = (1 / n_options) ** 12  # binomial: 12 of 12 right by chance
+        else:
+            expected[metric] = ALWAYS_RIGHT.get(metric, 1.0)
+    return expected
 
 
 def test_group_lists_the_three_paired_tasks(manager, with_sets):

@@ -13,8 +13,8 @@ from PIL import Image, ImageDraw
 
 from lmms_contam.items import Item
 from lmms_contam.llm import ChatClient, EndpointConfig
-from lmms_contam.perturb.store import StageStore
 from lmms_contam.perturb.verify import DriftSettings, JudgeSettings, drift, judge, parse_verdict
+from lmms_contam.store import StageStore
 
 TEMPLATE = Path(__file__).resolve().parents[1] / "configs" / "perturb" / "judge.txt"
 

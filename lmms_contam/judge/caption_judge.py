@@ -17,8 +17,8 @@ from pathlib import Path
 from lmms_contam.judge import ANSWERABLE, NOT_ANSWERABLE, UNJUDGED
 from lmms_contam.judge.candidates import Candidate
 from lmms_contam.llm import ChatClient, PromptTemplate, json_reply
-from lmms_contam.perturb.store import StageStore
 from lmms_contam.schema import option_letters
+from lmms_contam.store import StageStore
 
 STAGE = "caption_judge"
 DEFAULT_TEMPLATE = Path(__file__).resolve().parents[1] / "configs" / "judge" / "caption_judge.txt"

@@ -20,7 +20,7 @@ from lmms_contam.judge import candidates as candidates_mod
 from lmms_contam.judge.caption_judge import JudgeSettings, judge
 from lmms_contam.judge.ngram import prefilter
 from lmms_contam.llm import CallOutcomes, ChatClient, EndpointConfig, TooManyFailures, failure_problems
-from lmms_contam.perturb.store import StageStore
+from lmms_contam.store import StageStore
 
 JUDGE_VERSION = 1
 

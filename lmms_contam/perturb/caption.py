@@ -12,8 +12,8 @@ from pathlib import Path
 
 from lmms_contam.items import Item
 from lmms_contam.llm import ChatClient, PromptTemplate, image_part
-from lmms_contam.perturb.store import StageStore
 from lmms_contam.schema import option_letters
+from lmms_contam.store import StageStore
 
 STAGE = "caption"
 

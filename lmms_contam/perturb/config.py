@@ -27,7 +27,7 @@ class PerturbConfig:
     def from_yaml(cls, path: str | Path) -> PerturbConfig:
         path = Path(path)
         try:
-            raw = yaml.safe_load(path.read_text()) or {}
+            raw = read_recipe(path)
             caption, verify = dict(raw["caption"]), dict(raw.get("verify") or {})
             judge = dict(verify["judge"]) if verify.get("judge") else None
             return cls(
@@ -55,3 +55,28 @@ class PerturbConfig:
                 "template_sha256": self.judge.template_sha256},
             "drift": asdict(self.drift),
         }  # fmt: skip
+
+
+def read_recipe(path: Path, chain: tuple[Path, ...] = ()) -> dict:
+    """A recipe file as one mapping: the recipe named by its `base:` (relative to it), overridden key by key
+    by its own settings, so a variant states only what it changes. Templates resolve next to the file
+    that names them."""
+    path = path.resolve()
+    if path in chain:
+        raise ValueError(f"`base:` recipes form a loop: {' -> '.join(str(p) for p in (*chain, path))}")
+    raw = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: expected a mapping at the top level")
+    for section in (raw.get("caption"), (raw.get("verify") or {}).get("judge")):
+        if isinstance(section, dict) and section.get("template"):
+            section["template"] = str(path.parent / section["template"])
+    base = raw.pop("base", None)
+    return _overridden(read_recipe(path.parent / base, (*chain, path)), raw) if base else raw
+
+
+def _overridden(base: dict, override: dict) -> dict:
+    merged = dict(base)
+    for key, value in override.items():
+        both = isinstance(value, dict) and isinstance(base.get(key), dict)
+        merged[key] = _overridden(base[key], value) if both else value
+    return merged

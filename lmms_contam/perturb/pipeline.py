@@ -25,11 +25,11 @@ from lmms_contam.perturb.caption import write_caption
 from lmms_contam.perturb.config import PerturbConfig
 from lmms_contam.perturb.edit import Editor, EditRequest, FluxEditor
 from lmms_contam.perturb.review import Candidate, load_decisions, write_review
-from lmms_contam.perturb.store import StageStore
 from lmms_contam.perturb.swap import swap_answer
 from lmms_contam.perturb.verify import answer_letter, automatic_outcome, drift, judge
 from lmms_contam.schema import SCHEMA_VERSION, write_parquet
 from lmms_contam.stats import stable_seed
+from lmms_contam.store import StageStore
 
 IMAGE_STAGE = "image"
 

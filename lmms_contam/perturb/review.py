@@ -16,8 +16,8 @@ from pathlib import Path
 from PIL import Image
 
 from lmms_contam.atomic import atomic_path
+from lmms_contam.imaging import thumbnail_uri
 from lmms_contam.items import Item
-from lmms_contam.report.evidence import data_uri
 
 DECISIONS = ("auto", "keep", "reject")
 
@@ -57,8 +57,8 @@ def write_review(out: Path, candidates: list[Candidate], decisions: dict[str, st
     for c in candidates:
         decision = decisions.get(c.key, "auto")
         cards.append(
-            f'<div class="card"><img alt="original" src="{data_uri(c.item.image)}">'
-            f'<img alt="perturbed" src="{data_uri(c.image)}"><div><b>{html.escape(c.key)}</b>'
+            f'<div class="card"><img alt="original" src="{thumbnail_uri(c.item.image)}">'
+            f'<img alt="perturbed" src="{thumbnail_uri(c.image)}"><div><b>{html.escape(c.key)}</b>'
             f"<pre>{html.escape(c.item.question)}</pre>"
             f"<p>gold: original <b>{html.escape(c.item.answer)}</b>, perturbed <b>{html.escape(c.new_answer)}</b></p>"
             f"<p>caption: {html.escape(c.caption)}</p><p>automatic: {html.escape(c.automatic)}; "

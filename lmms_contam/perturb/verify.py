@@ -18,8 +18,8 @@ from PIL import Image
 from lmms_contam.fingerprint import image_sha256
 from lmms_contam.items import Item
 from lmms_contam.llm import ChatClient, PromptTemplate, image_part, json_reply
-from lmms_contam.perturb.store import StageStore
 from lmms_contam.schema import columns_for, option_letters
+from lmms_contam.store import StageStore
 
 JUDGE_STAGE = "judge"
 

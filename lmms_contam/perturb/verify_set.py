@@ -26,9 +26,9 @@ from lmms_contam.items import Item
 from lmms_contam.llm import ChatClient, TooManyFailures, failure_problems
 from lmms_contam.perturb.config import PerturbConfig
 from lmms_contam.perturb.review import Candidate, load_decisions, write_review
-from lmms_contam.perturb.store import StageStore
 from lmms_contam.perturb.verify import JUDGE_STAGE, answer_letter, automatic_outcome, drift, judge
 from lmms_contam.schema import VERIFIED_SUBSET, PerturbedSetError, columns_for, validate
+from lmms_contam.store import StageStore
 
 
 def set_file(folder: Path) -> Path:
