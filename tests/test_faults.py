@@ -441,7 +441,8 @@ def test_judge_fails_loudly_when_the_calls_fail_and_never_stores_the_key(judge_i
     code, err = run_cli(capsys, "report", "--scans", scans, "--markdown", judge_inputs / "rates.md")
     assert code == 0, err
     assert "none: the judge's API calls failed" in (judge_inputs / "rates.md").read_text()
-    from lmms_contam.corpus.flags import ScanOutputError, read_flags
+    from lmms_contam.corpus.scan_files import ScanOutputError
+    from lmms_contam.flags import read_flags
 
     with pytest.raises(ScanOutputError, match="the judge's API calls failed"):
         read_flags(scans, "mmstar", 0.9, [str(i) for i in range(len(ITEMS))])

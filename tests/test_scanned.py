@@ -25,8 +25,9 @@ from lmms_contam.benchmarks import SCANNABLE
 from lmms_contam.corpus import run as corpus_run
 from lmms_contam.corpus.embed import OFFLINE_THRESHOLD, EfficientNetLite0Embedder
 from lmms_contam.corpus.eval_sources import BenchmarkSource
-from lmms_contam.corpus.flags import CLEAN, FLAGGED, UNJUDGED, UNSCANNED, ScanOutputError
 from lmms_contam.corpus.ingest import embed_corpus
+from lmms_contam.corpus.scan_files import ScanOutputError
+from lmms_contam.flags import CLEAN, FLAGGED, UNJUDGED, UNSCANNED
 from lmms_contam.harness.registration import tasks_dir
 from lmms_contam.harness.scanned import SCANNED_METRICS, join_flags
 from lmms_contam.judge.run import judge_benchmark

@@ -18,17 +18,16 @@ from loguru import logger
 
 from lmms_contam.benchmarks import loaders
 from lmms_contam.corpus.embed import standard_threshold
-from lmms_contam.corpus.flags import (
+from lmms_contam.corpus.scan_files import ScanOutputError, read_scan
+from lmms_contam.flags import (
     FLAGGED,
     IMAGE_ONLY,
     IMAGE_TEXT,
     UNJUDGED,
     UNSCANNED,
     ContaminationFlags,
-    ScanOutputError,
     rate,
     read_flags,
-    read_scan,
     subset_comparison,
 )
 from lmms_contam.harness.builtin import SCORERS

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from lmms_contam.benchmarks import loaders
 from lmms_contam.corpus import scan
-from lmms_contam.corpus.flags import read_scan
+from lmms_contam.corpus.scan_files import read_scan
 from lmms_contam.items import Item
 from lmms_contam.schema import option_letters
 

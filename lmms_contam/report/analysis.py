@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from lmms_contam import stats
-from lmms_contam.corpus import flags
+from lmms_contam import flags, stats
 from lmms_contam.detectors.signals import SIGNALS, DetectorSignal
 from lmms_contam.report.inputs import DetectorRun, ModelBenchmark, ScannedRun, ScoredItem
 from lmms_contam.report.rates import BenchmarkRates

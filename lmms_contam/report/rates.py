@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from lmms_contam.corpus.flags import ScanOutputError, read_json_object, read_scan
+from lmms_contam.corpus.scan_files import ScanOutputError, read_json_object, read_scan
 from lmms_contam.report.inputs import ReportInputError
 
 

@@ -8,8 +8,8 @@ import re
 from dataclasses import asdict
 
 from lmms_contam import __version__
-from lmms_contam.corpus.flags import IMAGE_ONLY, IMAGE_TEXT
 from lmms_contam.detectors.signals import DESCRIPTIONS, DETECTORS, LABELS
+from lmms_contam.flags import IMAGE_ONLY, IMAGE_TEXT
 from lmms_contam.report.analysis import (
     CONTAMINATED,
     INCONCLUSIVE,
