@@ -53,6 +53,7 @@ from lmms_contam.cli import main
 from lmms_contam.corpus.embed import EfficientNetLite0Embedder
 from lmms_contam.corpus.ingest import embed_corpus
 from lmms_contam.corpus.sources import open_corpus
+from lmms_contam.perturb.config import read_recipe
 
 pytestmark = pytest.mark.slow
 EMBEDDER = ["--embedder", "efficientnet-lite0"]
@@ -504,7 +505,7 @@ def _with_judge_model(config: str, model: str) -> str:
 
 def _with_caption_template(config: str) -> str:
     recipe = yaml.safe_load(Path(config).read_text())
-    template = Path(recipe["caption"]["template"])
+    template = Path(read_recipe(Path(config))["caption"]["template"])  # the template its base names
     changed = Path(config).with_name("edit_caption_v2.txt")
     changed.write_text(template.read_text() + "\nKeep it short.\n")
     recipe["caption"]["template"] = str(changed)

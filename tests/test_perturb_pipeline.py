@@ -7,6 +7,9 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import datasets
 import pytest
@@ -21,6 +24,7 @@ from lmms_contam.items import Item
 from lmms_contam.perturb.swap import swap_answer
 
 pytestmark = pytest.mark.slow
+RECIPES = Path(__file__).resolve().parents[1] / "lmms_contam" / "configs" / "perturb"
 SECRET = "sk-loopback-secret-7f3a"
 
 
@@ -65,18 +69,26 @@ def judge_script(expected: dict[str, str], ambiguous: str):
 
 
 def write_config(folder, server, flux) -> str:
-    repo_configs = os.path.join(os.path.dirname(__file__), "..", "configs", "perturb")
-    with open(os.path.join(repo_configs, "flux_canny.yaml")) as handle:
-        config = yaml.safe_load(handle)
-    for section in (config["caption"], config["verify"]["judge"]):
-        section["endpoint"].update(base_url=server.base_url, api_key_env="LMMS_CONTAM_TEST_KEY", max_retries=0)
-        section["template"] = os.path.abspath(os.path.join(repo_configs, section["template"]))
-    config["generate"].update(base_model=flux["base"], controlnet=flux["controlnet"], steps=2, device="cpu",
-                              max_sequence_length=32)  # fmt: skip
-    config["verify"]["drift"] = {"min_change": 0.0, "min_resemblance": -1.0}  # tiny Flux paints noise
+    """The paper's recipe with the loopback endpoints and the tiny Flux: a variant naming it as its base."""
+    endpoint = {"base_url": server.base_url, "api_key_env": "LMMS_CONTAM_TEST_KEY", "max_retries": 0}
+    variant = {
+        "base": str(RECIPES / "flux_canny.yaml"),
+        "caption": {"endpoint": endpoint},
+        "generate": {"base_model": flux["base"], "controlnet": flux["controlnet"], "steps": 2, "device": "cpu",
+                     "max_sequence_length": 32},
+        "verify": {"judge": {"endpoint": endpoint},
+                   "drift": {"min_change": 0.0, "min_resemblance": -1.0}},  # tiny Flux paints noise
+    }  # fmt: skip
     path = folder / "recipe.yaml"
-    path.write_text(yaml.safe_dump(config))
+    path.write_text(yaml.safe_dump(variant))
     return str(path)
+
+
+@contextmanager
+def judged_by(expected: dict[str, str], ambiguous: str, folder: Path, flux) -> Iterator[tuple[LoopbackServer, str]]:
+    """The loopback caption and judge endpoint, and a recipe pointing at it."""
+    with LoopbackServer(judge_script(expected, ambiguous)) as server:
+        yield server, write_config(folder, server, flux)
 
 
 def perturb(*args: str, hub: LoopbackHub | None = None) -> subprocess.CompletedProcess:
@@ -92,8 +104,7 @@ def test_pipeline_builds_a_set_the_tasks_load_and_a_rerun_repeats_nothing(origin
     parquet, expected = originals
     ambiguous = next(iter(expected))
     out = tmp_path / "out"
-    with LoopbackServer(judge_script(expected, ambiguous)) as server:
-        config = write_config(tmp_path, server, flux)
+    with judged_by(expected, ambiguous, tmp_path, flux) as (server, config):
         first = perturb("mmstar", "--config", config, "--out", str(out), "--originals", str(parquet))
         calls = len(server.requests)
         second = perturb("mmstar", "--config", config, "--out", str(out), "--originals", str(parquet))
@@ -147,8 +158,7 @@ def _dataset_rows(path) -> list[tuple]:
 def test_shards_split_the_work_and_the_assembly_repeats_none_of_it(originals, flux, tmp_path):
     parquet, expected = originals
     out = tmp_path / "out"
-    with LoopbackServer(judge_script(expected, ambiguous="")) as server:
-        config = write_config(tmp_path, server, flux)
+    with judged_by(expected, "", tmp_path, flux) as (server, config):
         common = ("mmstar", "--config", config, "--out", str(out), "--originals", str(parquet))
         for shard in ("0/2", "1/2"):
             done = perturb(*common, "--shard", shard)
@@ -165,8 +175,7 @@ def test_human_review_decisions_feed_back_into_the_set(originals, flux, tmp_path
     parquet, expected = originals
     ambiguous = next(iter(expected))
     out = tmp_path / "out"
-    with LoopbackServer(judge_script(expected, ambiguous)) as server:
-        config = write_config(tmp_path, server, flux)
+    with judged_by(expected, ambiguous, tmp_path, flux) as (server, config):
         common = ("mmstar", "--config", config, "--out", str(out), "--originals", str(parquet))
         assert perturb(*common).returncode == 0
         page = (out / "review.html").read_text()

@@ -57,15 +57,14 @@ def imported(tmp_path) -> Path:
 
 
 def recipe(tmp_path: Path, server: LoopbackServer, concurrency: int = 4) -> Path:
-    config = yaml.safe_load((CONFIGS / "flux_canny.yaml").read_text())
-    config["caption"]["template"] = str(CONFIGS / config["caption"]["template"])
-    judge = config["verify"]["judge"]
-    judge["template"] = str(CONFIGS / judge["template"])
-    judge["endpoint"].update(base_url=server.base_url, api_key_env="LMMS_CONTAM_TEST_KEY", max_retries=0,
-                             concurrency=concurrency)  # fmt: skip
-    config["verify"]["drift"] = {"min_change": 0.001, "min_resemblance": -1.0}
+    endpoint = {"base_url": server.base_url, "api_key_env": "LMMS_CONTAM_TEST_KEY", "max_retries": 0,
+                "concurrency": concurrency}  # fmt: skip
+    variant = {
+        "base": str(CONFIGS / "flux_canny.yaml"),
+        "verify": {"judge": {"endpoint": endpoint}, "drift": {"min_change": 0.001, "min_resemblance": -1.0}},
+    }
     path = tmp_path / "recipe.yaml"
-    path.write_text(yaml.safe_dump(config))
+    path.write_text(yaml.safe_dump(variant))
     return path
 
 
