@@ -73,10 +73,10 @@ def write_config(folder, server, flux) -> str:
     endpoint = {"base_url": server.base_url, "api_key_env": "LMMS_CONTAM_TEST_KEY", "max_retries": 0}
     variant = {
         "base": str(RECIPES / "flux_canny.yaml"),
-        "caption": {"endpoint": endpoint},
+        "caption": {"endpoint": dict(endpoint)},  # two dicts: one shared would be dumped as a YAML alias
         "generate": {"base_model": flux["base"], "controlnet": flux["controlnet"], "steps": 2, "device": "cpu",
                      "max_sequence_length": 32},
-        "verify": {"judge": {"endpoint": endpoint},
+        "verify": {"judge": {"endpoint": dict(endpoint)},
                    "drift": {"min_change": 0.0, "min_resemblance": -1.0}},  # tiny Flux paints noise
     }  # fmt: skip
     path = folder / "recipe.yaml"
