@@ -224,8 +224,9 @@ def _hub_repo_id(value: str) -> str:
 
 
 def _scan(args: argparse.Namespace) -> int:
+    from lmms_contam.corpus.embedders import embedder_config
     from lmms_contam.corpus.eval_sources import BenchmarkSource, DatasetSource, FolderSource
-    from lmms_contam.corpus.run import make_embedder, scan_source
+    from lmms_contam.corpus.run import scan_source
     from lmms_contam.corpus.runners import make_runner
     from lmms_contam.harness.datasets import originals_source
 
@@ -246,7 +247,9 @@ def _scan(args: argparse.Namespace) -> int:
         )
         return 2
     try:
-        embedder = make_embedder(args.embedder, args.device)
+        config = embedder_config(args.embedder)
+        embedder = config.build(args.device)
+        threshold = config.threshold if args.threshold is None else args.threshold
         runner = make_runner(args.ray)
         index = None
         if args.index is not None:
@@ -254,7 +257,7 @@ def _scan(args: argparse.Namespace) -> int:
 
             index = IndexSettings(args.index or None, args.candidates, args.nprobe)
         for source in sources:
-            summary = scan_source(source, args.corpus, args.out, embedder, k=args.k, threshold=args.threshold,
+            summary = scan_source(source, args.corpus, args.out, embedder, threshold, k=args.k,
                                   runner=runner, index=index, precision=args.precision,
                                   scan_device=args.scan_device)  # fmt: skip
             print(f"{source.name}: image-only contamination rate {summary['image_only_rate']:.3f} "
@@ -280,11 +283,11 @@ def _index_corpus(args: argparse.Namespace) -> int:
 
 def _bench_scan(args: argparse.Namespace) -> int:
     from lmms_contam.corpus import bench
-    from lmms_contam.corpus.run import make_embedder
+    from lmms_contam.corpus.embedders import embedder_config
 
     settings = {k: getattr(args, k) for k in ("eval", "corpus", "dim", "shards", "k", "images", "embedder", "dtype")}
     try:
-        embedder = make_embedder(args.embedder, args.device)
+        embedder = embedder_config(args.embedder).build(args.device)
         figures = bench.run(args.eval, args.corpus, args.dim, args.shards, args.k, args.images, embedder, args.dtype)
     except ValueError as exc:
         print(f"lmms-contam bench-scan: {exc}", file=sys.stderr)
@@ -299,17 +302,18 @@ def _bench_scan(args: argparse.Namespace) -> int:
 
 
 def _embed_corpus(args: argparse.Namespace) -> int:
+    from lmms_contam.corpus.embedders import embedder_config
     from lmms_contam.corpus.ingest import embed_corpus
-    from lmms_contam.corpus.run import make_embedder
 
     try:
-        embedder, engine = make_embedder(args.embedder, args.device), None
+        config = embedder_config(args.embedder)
+        embedder, engine = config.build(args.device), None
         if args.ray:
             from lmms_contam.corpus.ray_embed import RayDataEmbedding
             from lmms_contam.corpus.runners import make_runner
 
             make_runner(args.ray)  # connects to (or starts) the cluster
-            engine = RayDataEmbedding(args.embedder, embedder.preparer, args.device, args.actors,
+            engine = RayDataEmbedding(config, embedder.preparer, args.device, args.actors,
                                       args.gpus_per_actor, batch_size=embedder.batch_size)  # fmt: skip
         summary = embed_corpus(args.source, args.out, embedder, shard_size=args.shard_size,
                                image_column=args.image_column, engine=engine)  # fmt: skip
@@ -326,7 +330,7 @@ def _embed_corpus(args: argparse.Namespace) -> int:
 def _judge(args: argparse.Namespace) -> int:
     from lmms_contam.harness.datasets import originals_source
     from lmms_contam.judge.candidates import MAX_CAPTION_CHARS, JudgeInputError
-    from lmms_contam.judge.caption_judge import DEFAULT_TEMPLATE, JudgeSettings
+    from lmms_contam.judge.caption_judge import DEFAULT_TEMPLATE, CaptionJudgeSettings
     from lmms_contam.judge.run import judge_benchmark
     from lmms_contam.llm import EndpointConfig, TooManyFailures
 
@@ -335,7 +339,7 @@ def _judge(args: argparse.Namespace) -> int:
         if not args.prefilter_only:
             endpoint = EndpointConfig(model=args.model, base_url=args.base_url, api_key_env=args.api_key_env,
                                       concurrency=args.concurrency)  # fmt: skip
-            settings = JudgeSettings.from_file(args.template or DEFAULT_TEMPLATE,
+            settings = CaptionJudgeSettings.from_file(args.template or DEFAULT_TEMPLATE,
                                                structured_output=args.structured_output)  # fmt: skip
             if args.second_model:
                 second = dataclasses.replace(endpoint, model=args.second_model)
@@ -428,15 +432,23 @@ def _experiment(args: argparse.Namespace) -> int:
     return 0 if outcome.passed else 1
 
 
-def _add_embedder_arguments(command: argparse.ArgumentParser, default: str = "open_clip:ViT-L-14/openai") -> None:
+def _add_embedder_arguments(command: argparse.ArgumentParser, default: str = "clip-vit-l-14") -> None:
     """How images become vectors; `scan` and `embed-corpus` must agree (their recipes are compared)."""
-    command.add_argument(
-        "--embedder",
-        default=default,
-        help=f"open_clip:MODEL/PRETRAINED (the paper's: open_clip:ViT-L-14/openai), hf_clip:MODEL_ID_OR_FOLDER "
-        f"(transformers CLIP) or efficientnet-lite0 (offline); default {default}",
-    )
+    command.add_argument("--embedder", default=default,
+                         help="a named embedder (`lmms-contam embedders` lists them; clip-vit-l-14 is the paper's), "
+                         "an embedder config file (.yaml), open_clip:MODEL/PRETRAINED or hf_clip:MODEL_ID_OR_FOLDER; "
+                         f"default {default}")  # fmt: skip
     command.add_argument("--device", default="cpu", help="torch device for the embedder")
+
+
+def _embedders(_args: argparse.Namespace) -> int:
+    from lmms_contam.corpus.embedders import CONFIGS, named_embedders
+
+    for config in named_embedders():
+        model = " ".join(part for part in (config.model, config.weights) if part)
+        print(f"{config.name:20} {config.family:18} threshold {config.threshold:<6} {model or '-':40} {config.about}")
+    print(f"\n(configs in {CONFIGS}; --embedder also takes a config file of your own in the same form)")
+    return 0
 
 
 def _rate(text: str) -> float:
@@ -633,12 +645,9 @@ def build_parser() -> argparse.ArgumentParser:
     scan.add_argument("--corpus", required=True, help="folder with img_emb/img_emb_N.npy, metadata/, recipe.json")
     scan.add_argument("--out", required=True, help="output folder")
     _add_embedder_arguments(scan)
-    scan.add_argument(
-        "--threshold",
-        type=float,
-        help="similarity above which an image counts as contaminated (default: 0.9 for CLIP; "
-        "efficientnet-lite0 has its own calibrated 0.5)",
-    )
+    scan.add_argument("--threshold", type=float,
+                      help="similarity above which an image counts as contaminated (default: the embedder's own, "
+                      "0.9 for CLIP as in the paper; `lmms-contam embedders` lists them)")  # fmt: skip
     scan.add_argument("--k", type=_at_least(1), default=10, help="matches kept per eval image (default 10)")
     scan.add_argument("--originals", help=f"a local copy of the benchmark {ORIGINALS_DEFAULT}")
     scan.add_argument(
@@ -717,6 +726,15 @@ def build_parser() -> argparse.ArgumentParser:
     corpus.add_argument("--actors", type=_at_least(1), default=1, help="embedder actors with --ray (default 1)")
     corpus.add_argument("--gpus-per-actor", type=float, default=0.0, help="GPUs per actor with --ray (default 0)")
     corpus.set_defaults(run=_embed_corpus)
+
+    embedders = commands.add_parser(
+        "embedders",
+        help="list the named embedders (--embedder of scan, embed-corpus, bench-scan) and their thresholds",
+        description="Each named embedder is a file in the package's configs/embedders/: family, model, weights "
+        "and the cosine above which two images count as the same (cosines of different models live on "
+        "different scales). A config file of the same form can be given to --embedder.",
+    )
+    embedders.set_defaults(run=_embedders)
 
     judge = commands.add_parser(
         "judge",

@@ -10,6 +10,7 @@ that leaves this module is redacted (lmms_contam/redact.py).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -18,7 +19,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 from PIL import Image
 from tqdm.auto import tqdm
@@ -28,6 +29,7 @@ from lmms_contam.redact import environment_secrets, redact
 
 T = TypeVar("T")
 R = TypeVar("R")
+S = TypeVar("S", bound="PromptSettings")
 THINKING = re.compile(r"<think>.*?</think>", re.S)
 
 
@@ -130,17 +132,56 @@ def failure_problems(outcomes: Iterable[CallOutcomes], max_failure_rate: float) 
     return [problem for o in outcomes if (problem := o.problem(max_failure_rate))]
 
 
-class PromptTemplate:
+def read_template(path: str | Path, placeholders: Iterable[str], stage: str) -> str:
     """A prompt template file, checked for the placeholders its stage fills."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no {stage} prompt template there")
+    text = path.read_text()
+    missing = [f"{{{name}}}" for name in placeholders if f"{{{name}}}" not in text]
+    if missing:
+        raise ValueError(f"{path}: the {stage} template needs {', '.join(missing)}")
+    return text
 
-    def __init__(self, path: str | Path, placeholders: Iterable[str], stage: str) -> None:
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: no {stage} prompt template there")
-        self.text = path.read_text()
-        missing = [f"{{{name}}}" for name in placeholders if f"{{{name}}}" not in self.text]
-        if missing:
-            raise ValueError(f"{path}: the {stage} template needs {', '.join(missing)}")
+
+@dataclass(frozen=True)
+class PromptSettings:
+    """A stage's prompt template and how it is asked. A stage subclasses it with its own defaults,
+    PLACEHOLDERS (what its template must hold) and NAME (for messages); every field is part of what a
+    stored reply was computed from."""
+
+    PLACEHOLDERS: ClassVar[tuple[str, ...]] = ()
+    NAME: ClassVar[str] = "prompt"
+
+    template: str
+    temperature: float | None = 0.0  # None: omit (reasoning models refuse the parameter)
+    max_tokens: int = 800
+    seed: int | None = None  # None: omit, for servers that refuse it
+    structured_output: bool = False  # a JSON-schema response_format, where the server supports it
+
+    @classmethod
+    def from_file(cls: type[S], path: str | Path, **overrides) -> S:
+        return cls(template=read_template(path, cls.PLACEHOLDERS, cls.NAME), **overrides)
+
+    @property
+    def template_sha256(self) -> str:
+        return hashlib.sha256(self.template.encode()).hexdigest()
+
+    def described(self) -> dict:
+        """The settings with the template by its hash: for cache inputs and manifests."""
+        return {**asdict(self), "template": self.template_sha256}
+
+    def request_params(self, schema: dict | None = None, replica: int = 0) -> dict:
+        """The request's keyword arguments; `schema` is used when structured output is on, and replica r
+        asks with seed + r (an independent re-judgement)."""
+        params: dict = {"max_tokens": self.max_tokens}
+        if self.temperature is not None:
+            params["temperature"] = self.temperature
+        if self.seed is not None:
+            params["seed"] = self.seed + replica
+        if self.structured_output and schema is not None:
+            params["response_format"] = {"type": "json_schema", "json_schema": schema}
+        return params
 
 
 def image_part(image: Image.Image, max_side: int = 1024) -> dict:

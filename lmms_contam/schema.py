@@ -80,6 +80,11 @@ def option_letters(n_options: int) -> list[str]:
     return [chr(ord("A") + i) for i in range(n_options)]
 
 
+def listed_options(options: list[str] | tuple[str, ...]) -> str:
+    """Options the way every prompt shows them: one "A. text" per line."""
+    return "\n".join(f"{letter}. {text}" for letter, text in zip(option_letters(len(options)), options, strict=True))
+
+
 def allowed_answers(benchmark: str, options: list[str]) -> list[str]:
     if columns_for(benchmark).answer_style == "letter":
         return option_letters(len(options))

@@ -20,7 +20,7 @@ from lmms_contam.corpus.embed import (
     to_rgb,
     write_embeddings,
 )
-from lmms_contam.corpus.run import make_embedder
+from lmms_contam.corpus.embedders import embedder_config
 
 TINY = {"embed_dim": 32, "vision_cfg": {"image_size": 64, "layers": 2, "width": 64, "patch_size": 16},
         "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 32, "heads": 4, "layers": 2}}  # fmt: skip
@@ -112,7 +112,7 @@ def test_offline_embedder_separates_planted_near_duplicates_from_unrelated_photo
     import skimage.data
     from PIL import ImageFilter, ImageOps
 
-    from lmms_contam.corpus.embed import OFFLINE_THRESHOLD, EfficientNetLite0Embedder
+    from lmms_contam.corpus.embed import EfficientNetLite0Embedder
 
     names = ("astronaut", "chelsea", "coffee", "rocket", "hubble_deep_field", "retina", "immunohistochemistry",
              "colorwheel", "camera", "coins", "horse", "page", "text", "grass", "gravel", "brick")  # fmt: skip
@@ -134,7 +134,8 @@ def test_offline_embedder_separates_planted_near_duplicates_from_unrelated_photo
     near = [float(vector @ base[i]) for i, image in enumerate(originals) for vector in embedder.embed(copies(image))]
     unrelated = base @ base.T
     np.fill_diagonal(unrelated, -1)
-    assert min(near) > OFFLINE_THRESHOLD > unrelated.max(), (min(near), unrelated.max())
+    threshold = embedder_config("efficientnet-lite0").threshold
+    assert min(near) > threshold > unrelated.max(), (min(near), unrelated.max())
     assert embedder.recipe.family == "efficientnet_lite0" and "sha256" in embedder.recipe.weights
 
 
@@ -153,12 +154,12 @@ def test_hugging_face_clip_from_a_local_folder(photos, tmp_path):
     CLIPImageProcessor(size={"shortest_edge": 48}, crop_size={"height": 48, "width": 48}).save_pretrained(
         tmp_path / "clip"
     )
-    embedder = make_embedder(f"hf_clip:{tmp_path / 'clip'}")
+    embedder = embedder_config(f"hf_clip:{tmp_path / 'clip'}").build()
     vectors = embedder.embed(photos)
     assert vectors.shape == (4, 24) and vectors.dtype == np.float16
     np.testing.assert_allclose(np.linalg.norm(vectors.astype(np.float32), axis=1), 1.0, atol=2e-3)
     assert embedder.recipe.family == "hf_clip" and "sha256" in embedder.recipe.weights
     assert '"crop_size": {"height": 48' in embedder.recipe.preprocessing
-    assert np.array_equal(make_embedder(f"hf_clip:{tmp_path / 'clip'}").embed(photos), vectors)
+    assert np.array_equal(embedder_config(f"hf_clip:{tmp_path / 'clip'}").build().embed(photos), vectors)
     assert len({v.tobytes() for v in vectors}) == 4, "different photos, different vectors"
     assert_preparer_travels_alone(embedder, photos[0])

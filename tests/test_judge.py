@@ -20,7 +20,7 @@ from fixtures import real_photos
 from loopback import LoopbackServer, completion
 
 from lmms_contam.corpus.scan import SCAN_VERSION, ids_sha256
-from lmms_contam.judge.candidates import MAX_CAPTION_CHARS, Candidate
+from lmms_contam.judge.candidates import MAX_CAPTION_CHARS, MatchedSample
 from lmms_contam.judge.ngram import answer_grams, prefilter
 
 # (question stem, options, answer letter, captions above the threshold, what the scripted judge says)
@@ -167,10 +167,10 @@ def test_another_benchmark_version_or_scan_is_refused(tmp_path):
     assert not (scans / "mmstar.judge.json").exists()
 
 
-def candidate(options: list[str], answer: str, captions: list[str], stem: str = "Which one?") -> Candidate:
+def candidate(options: list[str], answer: str, captions: list[str], stem: str = "Which one?") -> MatchedSample:
     listed = ", ".join(f"{letter}: {text}" for letter, text in zip("ABCD", options, strict=False))
     text = options["ABCD".index(answer)]
-    return Candidate("mmstar", "1", f"{stem}\nOptions: {listed}", tuple(options), answer, text, tuple(captions),
+    return MatchedSample("mmstar", "1", f"{stem}\nOptions: {listed}", tuple(options), answer, text, tuple(captions),
                      (0.95,) * len(captions))  # fmt: skip
 
 

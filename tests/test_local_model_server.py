@@ -14,7 +14,7 @@ import sysconfig
 import pytest
 
 from lmms_contam.llm import ChatClient, EndpointConfig
-from lmms_contam.perturb.verify import parse_verdict, verdict_schema
+from lmms_contam.perturb.verify import counterfactual_verdict_schema, parse_counterfactual_verdict
 
 
 @pytest.fixture(scope="module")
@@ -40,29 +40,30 @@ def test_judge_schema_constrains_the_reply_to_a_parsable_verdict(server_url):
     client = ChatClient(EndpointConfig(model="smollm2", base_url=f"{server_url}/v1", max_retries=0, timeout_s=120))
     prompt = ("Which options name a fruit?\nA. apple\nB. car\nC. banana\nD. chair\n"
               'Reply with JSON: {"correct_options": [letters], "reason": "..."}')  # fmt: skip
-    schema = {"type": "json_schema", "json_schema": verdict_schema(4)}
+    schema = {"type": "json_schema", "json_schema": counterfactual_verdict_schema(4)}
     for question in (prompt, prompt.replace("fruit", "vehicle")):
         result = client.complete([{"role": "user", "content": question}], temperature=0, max_tokens=200,
                                  response_format=schema)  # fmt: skip
-        letters = parse_verdict(result.text, 4)
+        letters = parse_counterfactual_verdict(result.text, 4)
         assert letters is not None and set(letters) <= {"A", "B", "C", "D"}, result.text
         assert result.input_tokens > 20 and result.output_tokens > 0
     assert client.usage.as_dict()["calls"] == 2
 
 
 def test_caption_judge_gets_a_schema_constrained_verdict_and_caches_it(server_url, tmp_path):
-    from lmms_contam.judge.candidates import Candidate
-    from lmms_contam.judge.caption_judge import JudgeSettings, judge
+    from lmms_contam.judge.candidates import MatchedSample
+    from lmms_contam.judge.caption_judge import DEFAULT_TEMPLATE, CaptionJudgeSettings, judge_captions
     from lmms_contam.store import StageStore
 
     client = ChatClient(EndpointConfig(model="smollm2", base_url=f"{server_url}/v1", max_retries=0, timeout_s=120))
-    settings = JudgeSettings.from_file(max_tokens=150)
-    candidate = Candidate("mmstar", "7", "What animal is shown?\nOptions: A: cat, B: dog", ("cat", "dog"), "B", "dog",
-                          ("a brown dog running on a beach", "sunset over the sea"), (0.97, 0.93))  # fmt: skip
+    settings = CaptionJudgeSettings.from_file(DEFAULT_TEMPLATE, max_tokens=150)
+    captions = ("a brown dog running on a beach", "sunset over the sea")
+    candidate = MatchedSample("mmstar", "7", "What animal is shown?\nOptions: A: cat, B: dog", ("cat", "dog"), "B",
+                              "dog", captions, (0.97, 0.93))  # fmt: skip
     store = StageStore(tmp_path)
-    record, cached = judge(client, store, candidate, settings)
+    record, cached = judge_captions(client, store, candidate, settings)
     assert record["outcome"] in ("answerable", "not answerable"), record["replies"]
     assert record["caption"] in (0, 1, 2) and not cached
     assert client.usage.as_dict()["calls"] == 1, "a schema-constrained reply parses the first time"
-    again, cached = judge(client, store, candidate, settings)
+    again, cached = judge_captions(client, store, candidate, settings)
     assert cached and again == record and client.usage.as_dict()["calls"] == 1

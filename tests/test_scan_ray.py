@@ -14,6 +14,7 @@ from benchmark_copies import write_benchmark_copies, write_corpus_folder
 from test_ingest import corpus_files, write_folder
 
 from lmms_contam.corpus.embed import EfficientNetLite0Embedder
+from lmms_contam.corpus.embedders import embedder_config
 from lmms_contam.corpus.ingest import embed_corpus, records
 from lmms_contam.corpus.ray_embed import RayDataEmbedding
 from lmms_contam.corpus.runners import LocalRunner, RayRunner
@@ -95,9 +96,10 @@ def test_scan_command_with_ray_writes_what_the_in_process_scan_writes(tmp_path):
 @pytest.mark.parametrize("gpus", [0, 1])
 def test_ray_data_embedding_writes_the_in_process_corpus(cluster, tmp_path, gpus):
     source = write_folder(tmp_path / "images", corpus_files())
-    embedder = EfficientNetLite0Embedder()
+    config = embedder_config("efficientnet-lite0")
+    embedder = config.build()
     local = embed_corpus(source, tmp_path / "local", embedder, shard_size=5)
-    engine = RayDataEmbedding("efficientnet-lite0", embedder.preparer, actors=1, gpus=gpus, batch_size=4)
+    engine = RayDataEmbedding(config, embedder.preparer, actors=1, gpus=gpus, batch_size=4)
     # GPU actors get prepared batches from CPU tasks; CPU actors decode themselves (Ray Data fuses them).
     stats = engine.dataset(list(records(source))[:5]).materialize().stats().splitlines()
     stages = [line.split(":")[0].split(" ", 2)[2] for line in stats if line.startswith("Operator")]

@@ -23,7 +23,7 @@ from loopback import LoopbackServer, completion
 
 from lmms_contam.benchmarks import SCANNABLE
 from lmms_contam.corpus import run as corpus_run
-from lmms_contam.corpus.embed import OFFLINE_THRESHOLD, EfficientNetLite0Embedder
+from lmms_contam.corpus.embedders import embedder_config
 from lmms_contam.corpus.eval_sources import BenchmarkSource
 from lmms_contam.corpus.ingest import embed_corpus
 from lmms_contam.corpus.scan_files import ScanOutputError
@@ -35,6 +35,7 @@ from lmms_contam.llm import EndpointConfig
 from lmms_contam.report.build import build
 
 SPLITS = {"mmstar": "val", "mmbench": "dev"}
+OFFLINE = embedder_config("efficientnet-lite0")  # the scans count at its calibrated threshold
 BUILTIN = Path(lmms_utils.__file__).parent / "tasks"
 BUILTIN_YAML = {  # the built-in tasks the scanned ones score as (NaturalBench's asserts all 7600 rows)
     "mmstar": BUILTIN / "mmstar" / "mmstar.yaml",
@@ -74,12 +75,14 @@ def judge_script(body: dict, _number: int):
 def scanned(tmp_path_factory) -> Scanned:
     root = tmp_path_factory.mktemp("scanned")
     copies = write_benchmark_copies(root)
-    embedder = EfficientNetLite0Embedder()
+    embedder = OFFLINE.build()
     embed_corpus(write_corpus_folder(root / "images"), root / "corpus", embedder)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(corpus_run, "EVAL_CHUNK", 5)  # the benchmarks are embedded a few images at a time
         for benchmark, path in copies.items():
-            corpus_run.scan_source(BenchmarkSource(benchmark, str(path)), root / "corpus", root / "scans", embedder)
+            corpus_run.scan_source(
+                BenchmarkSource(benchmark, str(path)), root / "corpus", root / "scans", embedder, OFFLINE.threshold
+            )
     with LoopbackServer(judge_script) as server, pytest.MonkeyPatch.context() as env:
         env.setenv("JUDGE_KEY", "sk-test")
         endpoint = EndpointConfig(model="judge", base_url=server.base_url, api_key_env="JUDGE_KEY")
@@ -192,7 +195,7 @@ def rows_of(scanned: Scanned, benchmark: str) -> datasets.Dataset:
 
 def test_scan_at_another_threshold_is_refused(with_scans, monkeypatch):
     monkeypatch.setenv("LMMS_CONTAM_SCAN_THRESHOLD", "0.9")
-    with pytest.raises(ScanOutputError, match=rf"scanned at threshold {OFFLINE_THRESHOLD}, but contamination is "
+    with pytest.raises(ScanOutputError, match=rf"scanned at threshold {OFFLINE.threshold}, but contamination is "
                                               r"counted above 0.9"):  # fmt: skip
         join_flags(rows_of(with_scans, "mme"), "mme")
 
@@ -216,7 +219,7 @@ def test_judge_at_another_threshold_is_refused(with_scans, tmp_path, monkeypatch
 def test_refusal_is_visible_in_the_harness_output(with_scans, tmp_path, monkeypatch):
     monkeypatch.setenv("LMMS_CONTAM_SCAN_THRESHOLD", "0.9")
     done = run(with_scans, "dummy", ["mmstar_scanned_local"], tmp_path)
-    assert f"scanned at threshold {OFFLINE_THRESHOLD}, but contamination is counted above 0.9" in done.output
+    assert f"scanned at threshold {OFFLINE.threshold}, but contamination is counted above 0.9" in done.output
     assert "mmstar_scanned_local" not in done.results.get("results", {})
 
 

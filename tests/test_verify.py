@@ -13,7 +13,13 @@ from PIL import Image, ImageDraw
 
 from lmms_contam.items import Item
 from lmms_contam.llm import ChatClient, EndpointConfig
-from lmms_contam.perturb.verify import DriftSettings, JudgeSettings, drift, judge, parse_verdict
+from lmms_contam.perturb.verify import (
+    CounterfactualJudgeSettings,
+    DriftSettings,
+    drift,
+    judge_counterfactual,
+    parse_counterfactual_verdict,
+)
 from lmms_contam.store import StageStore
 
 TEMPLATE = Path(__file__).resolve().parents[1] / "configs" / "perturb" / "judge.txt"
@@ -25,11 +31,12 @@ def photos() -> list[Image.Image]:
 
 
 def test_parse_verdict_handles_reasoning_and_chatter():
-    assert parse_verdict('{"correct_options": ["b"], "reason": "x"}', 4) == ["B"]
-    assert parse_verdict('<think>maybe {"correct_options": ["A"]}</think> {"correct_options": ["C"]}', 4) == ["C"]
-    assert parse_verdict('Sure! {"correct_options": ["A", "D"], "reason": "both"} Hope that helps.', 4) == ["A", "D"]
-    assert parse_verdict("B", 4) is None
-    assert parse_verdict('{"correct_options": ["E"]}', 4) is None
+    parse = parse_counterfactual_verdict
+    assert parse('{"correct_options": ["b"], "reason": "x"}', 4) == ["B"]
+    assert parse('<think>maybe {"correct_options": ["A"]}</think> {"correct_options": ["C"]}', 4) == ["C"]
+    assert parse('Sure! {"correct_options": ["A", "D"], "reason": "both"} Hope that helps.', 4) == ["A", "D"]
+    assert parse("B", 4) is None
+    assert parse('{"correct_options": ["E"]}', 4) is None
 
 
 def test_judge_outcomes_are_stored_and_not_asked_twice(photos, tmp_path):
@@ -42,14 +49,14 @@ def test_judge_outcomes_are_stored_and_not_asked_twice(photos, tmp_path):
 
     item = Item("mmstar", "1", "How many cats?", ("1", "2", "3", "4"), "A", photos[0])
     store = StageStore(tmp_path)
-    settings = JudgeSettings(template=TEMPLATE.read_text() + "\nKEY={key} ", temperature=None)
+    settings = CounterfactualJudgeSettings(template=TEMPLATE.read_text() + "\nKEY={key} ", temperature=None)
     with LoopbackServer(script) as server:
         client = ChatClient(EndpointConfig(model="o3", base_url=server.base_url, max_retries=0))
         outcomes = {}
         for key in replies:
-            keyed = JudgeSettings(template=settings.template.replace("{key}", key), temperature=None)
-            outcomes[key] = judge(client, store, key, item, photos[1], "B", keyed)["outcome"]
-            assert judge(client, store, key, item, photos[1], "B", keyed)["outcome"] == outcomes[key]
+            keyed = CounterfactualJudgeSettings(template=settings.template.replace("{key}", key), temperature=None)
+            outcomes[key] = judge_counterfactual(client, store, key, item, photos[1], "B", keyed)["outcome"]
+            assert judge_counterfactual(client, store, key, item, photos[1], "B", keyed)["outcome"] == outcomes[key]
     assert outcomes == {"k1": "keep", "k2": "reject", "k3": "unjudged"}
     assert len(server.requests) == 3
     assert "temperature" not in server.requests[0]

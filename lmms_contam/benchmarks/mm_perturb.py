@@ -25,7 +25,7 @@ from PIL import Image
 from lmms_contam.atomic import atomic_path
 from lmms_contam.imaging import decoding_error, strict_decoding
 from lmms_contam.items import Item
-from lmms_contam.schema import SCHEMA_VERSION, PerturbedSetError, option_letters, write_parquet
+from lmms_contam.schema import SCHEMA_VERSION, PerturbedSetError, listed_options, option_letters, write_parquet
 
 # The folder names of unedited images in the release, per benchmark.
 ORIGINAL_FOLDERS = {"mmstar": "MMStar", "realworldqa": "RealWorldQA"}
@@ -100,8 +100,7 @@ def _question(original: Item, row: pd.Series, options: list[str]) -> str:
     """The built-in task's prompt text: the original's own when it lists the options, else RealWorldQA's form."""
     if original.options:
         return original.question
-    listed = "\n".join(f"{letter}. {text}" for letter, text in zip(option_letters(len(options)), options, strict=True))
-    return f"{row['question'].strip()}\n{listed}\n{REALWORLDQA_INSTRUCTION}"
+    return f"{row['question'].strip()}\n{listed_options(options)}\n{REALWORLDQA_INSTRUCTION}"
 
 
 def _require_image(path: Path, row: str) -> None:

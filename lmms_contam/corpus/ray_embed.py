@@ -13,6 +13,7 @@ import numpy as np
 from PIL import Image
 
 from lmms_contam.corpus.embed import Preparer
+from lmms_contam.corpus.embedders import EmbedderConfig
 from lmms_contam.corpus.ingest import CorpusRecord, EmbeddedShard, prepared_or_error
 
 
@@ -34,10 +35,8 @@ def prepare_batch(batch: dict[str, np.ndarray], preparer: Preparer, shape: tuple
 class EmbedPrepared:
     """A Ray Data actor: one embedder per actor, reused for every batch."""
 
-    def __init__(self, spec: str, device: str) -> None:
-        from lmms_contam.corpus.run import make_embedder
-
-        self.embedder = make_embedder(spec, device)
+    def __init__(self, config: EmbedderConfig, device: str) -> None:
+        self.embedder = config.build(device)
         self.dim = self.embedder.embed([Image.new("RGB", (32, 32))]).shape[1]
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -50,15 +49,16 @@ class EmbedPrepared:
 
 class RayDataEmbedding:
     """Embeds a shard on the connected Ray cluster: `preparer` (the driver's embedder's) on CPU tasks,
-    then `actors` actors of the embedder `spec`, each with `gpus` GPUs."""
+    then `actors` actors of the embedder `config` (shipped as data: a file path may not exist on a worker),
+    each with `gpus` GPUs."""
 
-    def __init__(self, spec: str, preparer: Preparer, device: str = "cpu", actors: int = 1, gpus: float = 0.0,
-                 batch_size: int = 32) -> None:  # fmt: skip
+    def __init__(self, config: EmbedderConfig, preparer: Preparer, device: str = "cpu", actors: int = 1,
+                 gpus: float = 0.0, batch_size: int = 32) -> None:  # fmt: skip
         import ray
 
         if not ray.is_initialized():
             raise ValueError("RayDataEmbedding needs a connected Ray cluster (corpus.runners.RayRunner)")
-        self.ray, self.spec, self.preparer, self.device = ray, spec, preparer, device
+        self.ray, self.config, self.preparer, self.device = ray, config, preparer, device
         self.actors, self.gpus, self.batch_size = actors, gpus, batch_size
         blank = np.asarray(preparer(Image.new("RGB", (32, 32))))
         self.prepared_shape, self.prepared_dtype = blank.shape, str(blank.dtype)
@@ -74,7 +74,7 @@ class RayDataEmbedding:
             batch_size=self.batch_size, batch_format="numpy",
         )  # fmt: skip
         return prepared.map_batches(
-            EmbedPrepared, fn_constructor_args=(self.spec, self.device), batch_size=self.batch_size,
+            EmbedPrepared, fn_constructor_args=(self.config, self.device), batch_size=self.batch_size,
             compute=self.ray.data.ActorPoolStrategy(size=self.actors), num_gpus=self.gpus, batch_format="numpy",
         )  # fmt: skip
 

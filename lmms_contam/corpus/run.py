@@ -13,38 +13,12 @@ from tqdm.auto import tqdm
 
 from lmms_contam.atomic import atomic_path
 from lmms_contam.corpus import scan
-from lmms_contam.corpus.embed import (
-    EfficientNetLite0Embedder,
-    HFClipEmbedder,
-    OpenClipEmbedder,
-    PixelEmbedder,
-    read_embeddings,
-    require_same_recipe,
-    standard_threshold,
-    write_embeddings,
-)
+from lmms_contam.corpus.embed import Embedder, read_embeddings, require_same_recipe, write_embeddings
 from lmms_contam.corpus.eval_sources import EvalSource, spec_of
 from lmms_contam.corpus.index import IndexSettings, search_index
 from lmms_contam.corpus.runners import LocalRunner, RayRunner
 from lmms_contam.corpus.sources import lookup, open_corpus
 from lmms_contam.fingerprint import digest
-
-
-def make_embedder(spec: str, device: str = "cpu"):
-    """'efficientnet-lite0' (offline), 'open_clip:MODEL/PRETRAINED' (default open_clip:ViT-L-14/openai),
-    'hf_clip:MODEL_ID_OR_FOLDER' (transformers CLIP), or 'pixels' (copies of tiny procedural images)."""
-    if spec == "efficientnet-lite0":
-        return EfficientNetLite0Embedder(device=device)
-    if spec == "pixels":
-        return PixelEmbedder()
-    if spec.startswith("open_clip:"):
-        model, _, pretrained = spec.removeprefix("open_clip:").partition("/")
-        return OpenClipEmbedder(model, pretrained or None, device=device)
-    if spec.startswith("hf_clip:"):
-        return HFClipEmbedder(spec.removeprefix("hf_clip:"), device=device)
-    raise ValueError(f"unknown embedder {spec!r}: use open_clip:MODEL/PRETRAINED, hf_clip:MODEL, efficientnet-lite0 "
-                     "or pixels")  # fmt: skip
-
 
 EVAL_CHUNK = 256  # images decoded and held at once while an eval set is embedded
 
@@ -77,17 +51,16 @@ def eval_embeddings(source: EvalSource, embedder, work: Path) -> tuple[np.ndarra
     return vectors, ids
 
 
-def scan_source(source: EvalSource, corpus: str | Path, out: str | Path, embedder, k: int = scan.DEFAULT_K,
-                threshold: float | None = None, runner: LocalRunner | RayRunner | None = None,
+def scan_source(source: EvalSource, corpus: str | Path, out: str | Path, embedder: Embedder, threshold: float,
+                k: int = scan.DEFAULT_K, runner: LocalRunner | RayRunner | None = None,
                 index: IndexSettings | None = None, precision: str = "auto",
                 scan_device: str = "cpu") -> dict:  # fmt: skip
-    """`threshold` None: the embedder's standard one (0.9 for CLIP, the offline embedder's own); `runner`
+    """`threshold`: a cosine on the embedder's scale (its config's standard one unless the user says); `runner`
     None: in-process (a RayRunner scans the shards as Ray tasks); `index`: search a faiss index of the
     corpus instead of the exact scan, re-scoring its candidates exactly; `precision` (scan.PRECISIONS or
     auto, the fastest for `scan_device`): the products' precision, re-checked exactly where it could matter."""
     runner = runner or LocalRunner()
     out = Path(out)
-    threshold = standard_threshold(embedder.recipe.family) if threshold is None else threshold
     shards, corpus_recipe = open_corpus(corpus)
     require_same_recipe(embedder.recipe, corpus_recipe, f"{source.name} against {corpus}")
     # Keyed on the source's description: another local copy of a benchmark gets its own cache.

@@ -17,7 +17,6 @@ import datasets
 from loguru import logger
 
 from lmms_contam.benchmarks import loaders
-from lmms_contam.corpus.embed import standard_threshold
 from lmms_contam.corpus.scan_files import ScanOutputError, read_scan
 from lmms_contam.flags import (
     FLAGGED,
@@ -80,11 +79,12 @@ def scans_folder() -> tuple[Path, str]:
 
 
 def counting_threshold(scans: Path, benchmark: str) -> float:
-    """The user's threshold, else the standard one of the embedder the scan used."""
+    """The user's threshold, else the one the scan counted at (its embedder's standard one unless the
+    scan was told otherwise)."""
     found = lookup(THRESHOLD_ENV, "scan_threshold", None, [])
     if found is None:
         summary, _ = read_scan(scans, benchmark)
-        return standard_threshold(summary["recipe"]["family"])
+        return summary["threshold"]
     try:
         return float(found[0])
     except ValueError as exc:

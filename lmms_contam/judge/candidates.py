@@ -25,7 +25,7 @@ class JudgeInputError(ValueError):
 
 
 @dataclass(frozen=True)
-class Candidate:
+class MatchedSample:
     benchmark: str
     original_id: str
     question: str
@@ -43,7 +43,7 @@ class Candidate:
 @dataclass
 class ScanInput:
     summary: dict
-    candidates: list[Candidate]  # samples with at least one captioned match above the threshold
+    candidates: list[MatchedSample]  # samples with at least one captioned match above the threshold
     samples: int  # every eval sample of the scan
     without_captions: int  # matched above the threshold, but every caption empty
     truncated: int  # captions cut to MAX_CAPTION_CHARS
@@ -97,7 +97,7 @@ def build(scans: str | Path, benchmark: str, originals: str | None, threshold: f
         found.append((str(row.original_id), captioned))
     items = loaders.items_of(benchmark, rows, {original_id for original_id, _ in found})
     candidates = [
-        Candidate(benchmark, item.original_id, item.question, tuple(item.options), item.answer, _answer_text(item),
+        MatchedSample(benchmark, item.original_id, item.question, tuple(item.options), item.answer, _answer_text(item),
                   tuple(c[:MAX_CAPTION_CHARS] for c, _ in captioned), tuple(s for _, s in captioned))
         for item, captioned in ((items[original_id], captioned) for original_id, captioned in found)
     ]  # fmt: skip

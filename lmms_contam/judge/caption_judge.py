@@ -10,21 +10,20 @@ after the retries is recorded as unjudged: it is never counted as clean.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from lmms_contam.judge import ANSWERABLE, NOT_ANSWERABLE, UNJUDGED
-from lmms_contam.judge.candidates import Candidate
-from lmms_contam.llm import ChatClient, PromptTemplate, json_reply
-from lmms_contam.schema import option_letters
+from lmms_contam.judge.candidates import MatchedSample
+from lmms_contam.llm import ChatClient, PromptSettings, json_reply
+from lmms_contam.schema import listed_options
 from lmms_contam.store import StageStore
 
 STAGE = "caption_judge"
 DEFAULT_TEMPLATE = Path(__file__).resolve().parents[1] / "configs" / "judge" / "caption_judge.txt"
 
 
-def verdict_schema(n_captions: int) -> dict:
+def caption_verdict_schema(n_captions: int) -> dict:
     return {
         "name": "caption_verdict",
         "schema": {
@@ -47,7 +46,7 @@ class Verdict:
     reason: str
 
 
-def parse_verdict(text: str, n_captions: int) -> Verdict | None:
+def parse_caption_verdict(text: str, n_captions: int) -> Verdict | None:
     def read(payload: dict) -> Verdict | None:
         answerable, caption = payload.get("answerable"), payload.get("caption", 0)
         if not isinstance(answerable, bool) or isinstance(caption, bool) or not isinstance(caption, int):
@@ -60,53 +59,36 @@ def parse_verdict(text: str, n_captions: int) -> Verdict | None:
 
 
 @dataclass(frozen=True)
-class JudgeSettings:
-    template: str
-    temperature: float | None = 0.0  # None: omit (reasoning models refuse the parameter)
-    seed: int | None = 0  # None: omit, for servers that refuse it
+class CaptionJudgeSettings(PromptSettings):
+    PLACEHOLDERS = ("question", "options", "answer", "captions")
+    NAME = "caption judge"
+
+    seed: int | None = 0
     max_tokens: int = 600
     structured_output: bool = True
     attempts: int = 3  # an unusable reply is asked again, up to this many calls in all
 
-    @classmethod
-    def from_file(cls, path: str | Path = DEFAULT_TEMPLATE, **overrides) -> JudgeSettings:
-        return cls(
-            template=PromptTemplate(path, ("question", "options", "answer", "captions"), "caption judge").text,
-            **overrides,
-        )
 
-    @property
-    def template_sha256(self) -> str:
-        return hashlib.sha256(self.template.encode()).hexdigest()
-
-
-def cache_key(candidate: Candidate, model: str, replica: int) -> str:
+def cache_key(candidate: MatchedSample, model: str, replica: int) -> str:
     """Which verdict a record is: the sample, the judge model and the replica (what it was computed from is
     the record's inputs, checked on reuse)."""
     return f"{candidate.benchmark}-{candidate.original_id}-{model}-r{replica}"
 
 
-def prompt(candidate: Candidate, settings: JudgeSettings) -> str:
-    letters = option_letters(len(candidate.options))
+def prompt(candidate: MatchedSample, settings: CaptionJudgeSettings) -> str:
     return settings.template.format(
         question=candidate.question,
-        options="\n".join(f"{letter}. {text}" for letter, text in zip(letters, candidate.options, strict=True)),
+        options=listed_options(candidate.options),
         answer=candidate.answer_text,
         captions="\n".join(f"{i}. {caption}" for i, caption in enumerate(candidate.captions, 1)),
     )
 
 
-def judge(client: ChatClient, store: StageStore, candidate: Candidate, settings: JudgeSettings, replica: int = 0
-          ) -> tuple[dict, bool]:  # fmt: skip
+def judge_captions(client: ChatClient, store: StageStore, candidate: MatchedSample, settings: CaptionJudgeSettings,
+                   replica: int = 0) -> tuple[dict, bool]:  # fmt: skip
     """The stored verdict record and whether it came from the cache. Replicas > 0 are independent
     re-judgements (another seed), for the agreement rate."""
-    params: dict = {"max_tokens": settings.max_tokens}
-    if settings.temperature is not None:
-        params["temperature"] = settings.temperature
-    if settings.seed is not None:
-        params["seed"] = settings.seed + replica
-    if settings.structured_output:
-        params["response_format"] = {"type": "json_schema", "json_schema": verdict_schema(len(candidate.captions))}
+    params = settings.request_params(caption_verdict_schema(len(candidate.captions)), replica)
     messages = [{"role": "user", "content": prompt(candidate, settings)}]
     # The prompt holds the question, options, answer and captions; the rest decides how it is answered.
     inputs = {"messages": messages, "params": params, "attempts": settings.attempts, "endpoint": client.identity()}
@@ -120,7 +102,7 @@ def judge(client: ChatClient, store: StageStore, candidate: Candidate, settings:
         replies.append(result.text)
         tokens = [tokens[0] + result.input_tokens, tokens[1] + result.output_tokens]
         cost, model = cost + result.cost_usd, result.model
-        verdict = parse_verdict(result.text, len(candidate.captions))
+        verdict = parse_caption_verdict(result.text, len(candidate.captions))
         if verdict is not None:
             break
     outcome = UNJUDGED if verdict is None else (ANSWERABLE if verdict.answerable else NOT_ANSWERABLE)

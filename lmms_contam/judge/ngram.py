@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from lmms_contam.judge.candidates import Candidate
+from lmms_contam.judge.candidates import MatchedSample
 
 WORD = re.compile(r"\w+", re.UNICODE)
 MAX_N = 2
@@ -50,14 +50,14 @@ def question_stem(question: str, options: tuple[str, ...]) -> str:
     return question
 
 
-def answer_grams(candidate: Candidate, max_n: int = MAX_N) -> set[str]:
+def answer_grams(candidate: MatchedSample, max_n: int = MAX_N) -> set[str]:
     """Grams of the gold option that tell it apart from every other option and from the question."""
     others = set().union(set(), *(grams(o, max_n) for o in candidate.options if o != candidate.answer_text))
     informative = {g for g in grams(candidate.answer_text, max_n) if not set(g.split()) <= STOP_WORDS}
     return informative - others - grams(question_stem(candidate.question, candidate.options), max_n)
 
 
-def prefilter(candidate: Candidate, max_n: int = MAX_N) -> PrefilterHit | None:
+def prefilter(candidate: MatchedSample, max_n: int = MAX_N) -> PrefilterHit | None:
     """The first caption (best match first) holding a discriminative answer gram, longest gram first."""
     wanted = sorted(answer_grams(candidate, max_n), key=lambda g: (-len(g.split()), g))
     for index, caption in enumerate(candidate.captions):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
@@ -17,7 +16,7 @@ import pandas as pd
 from lmms_contam.atomic import atomic_path
 from lmms_contam.judge import ANSWERABLE, UNJUDGED
 from lmms_contam.judge import candidates as candidates_mod
-from lmms_contam.judge.caption_judge import JudgeSettings, judge
+from lmms_contam.judge.caption_judge import DEFAULT_TEMPLATE, CaptionJudgeSettings, judge_captions
 from lmms_contam.judge.ngram import prefilter
 from lmms_contam.llm import CallOutcomes, ChatClient, EndpointConfig, TooManyFailures, failure_problems
 from lmms_contam.store import StageStore
@@ -25,11 +24,11 @@ from lmms_contam.store import StageStore
 JUDGE_VERSION = 1
 
 
-def _verdicts(endpoint: EndpointConfig, settings: JudgeSettings, store: StageStore, found: list, replica: int,
+def _verdicts(endpoint: EndpointConfig, settings: CaptionJudgeSettings, store: StageStore, found: list, replica: int,
               benchmark: str) -> tuple[list[dict], dict, CallOutcomes]:  # fmt: skip
     """One judge's records for every candidate (an API failure after the SDK's retries is unjudged)."""
     client = ChatClient(endpoint, stage=f"judge {endpoint.model}" + (f" (replica {replica})" if replica else ""))
-    outcomes = client.map(lambda c: judge(client, store, c, settings, replica), found,
+    outcomes = client.map(lambda c: judge_captions(client, store, c, settings, replica), found,
                           desc=f"judging {benchmark} ({endpoint.model})")  # fmt: skip
     records, hits = [], 0
     for outcome in outcomes:
@@ -46,7 +45,7 @@ def _verdicts(endpoint: EndpointConfig, settings: JudgeSettings, store: StageSto
 
 
 def judge_benchmark(scans: str | Path, benchmark: str, *, originals: str | None = None,
-                    endpoint: EndpointConfig | None = None, settings: JudgeSettings | None = None,
+                    endpoint: EndpointConfig | None = None, settings: CaptionJudgeSettings | None = None,
                     second: EndpointConfig | None = None, threshold: float | None = None,
                     top_k: int | None = None, max_failure_rate: float = 0.5) -> dict:  # fmt: skip
     """Pre-filter every candidate; with an endpoint, judge it too (and again with `second`, for agreement).
@@ -71,7 +70,7 @@ def judge_benchmark(scans: str | Path, benchmark: str, *, originals: str | None 
         "prefilter_rate": sum(h is not None for h in hits) / data.samples if data.samples else float("nan"),
     }  # fmt: skip
     if endpoint is not None:
-        settings = settings or JudgeSettings.from_file()
+        settings = settings or CaptionJudgeSettings.from_file(DEFAULT_TEMPLATE)
         store = StageStore(scans / "judge-cache")
         judges = [(endpoint, 0)]
         if second is not None:
@@ -83,8 +82,7 @@ def judge_benchmark(scans: str | Path, benchmark: str, *, originals: str | None 
                             f"judge{number}_reason": record["reason"]})  # fmt: skip
         counts = Counter(r["outcome"] for r in results[0][0])
         summary["judge"] = {
-            "template_sha256": settings.template_sha256, "settings": {k: v for k, v in asdict(settings).items()
-                                                                      if k != "template"},
+            "settings": settings.described(),
             "counts": dict(counts), "image_text_rate": counts[ANSWERABLE] / data.samples,
             # Unjudged samples are not clean: the rate could be this high if they all were answerable.
             "image_text_rate_upper": (counts[ANSWERABLE] + counts[UNJUDGED]) / data.samples,

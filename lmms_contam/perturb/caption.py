@@ -6,52 +6,33 @@ project's own (configs/perturb/edit_caption.txt) or the user's, and its hash goe
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass
 
 from lmms_contam.items import Item
-from lmms_contam.llm import ChatClient, PromptTemplate, image_part
-from lmms_contam.schema import option_letters
+from lmms_contam.llm import ChatClient, PromptSettings, image_part
+from lmms_contam.schema import listed_options
 from lmms_contam.store import StageStore
 
 STAGE = "caption"
 
 
 @dataclass(frozen=True)
-class CaptionSettings:
-    template: str
-    temperature: float = 0.3
-    max_tokens: int = 800
+class CaptionSettings(PromptSettings):
+    PLACEHOLDERS = ("question", "options", "original_answer", "new_answer")
+    NAME = "edit-caption"
 
-    @classmethod
-    def from_file(cls, path: str | Path, **overrides) -> CaptionSettings:
-        return cls(
-            template=PromptTemplate(
-                path, ("question", "options", "original_answer", "new_answer"), "edit-caption"
-            ).text,
-            **overrides,
-        )
-
-    @property
-    def template_sha256(self) -> str:
-        return hashlib.sha256(self.template.encode()).hexdigest()
+    temperature: float | None = 0.3
 
 
 def caption_messages(item: Item, new_answer: str, settings: CaptionSettings) -> list[dict]:
-    letters = option_letters(len(item.options))
-    text = settings.template.format(
-        question=item.question,
-        options="\n".join(f"{letter}. {option}" for letter, option in zip(letters, item.options, strict=True)),
-        original_answer=item.answer,
-        new_answer=new_answer,
-    )
+    text = settings.template.format(question=item.question, options=listed_options(item.options),
+                                    original_answer=item.answer, new_answer=new_answer)  # fmt: skip
     return [{"role": "user", "content": [image_part(item.image), {"type": "text", "text": text}]}]
 
 
 def caption_inputs(client: ChatClient, item: Item, new_answer: str, settings: CaptionSettings) -> dict:
     return {"item": item.fingerprint(), "new_answer": new_answer, "endpoint": client.identity(),
-            "settings": {**asdict(settings), "template": settings.template_sha256}}  # fmt: skip
+            "settings": settings.described()}  # fmt: skip
 
 
 def write_caption(
@@ -63,9 +44,7 @@ def write_caption(
     done = store.get(STAGE, item_key, inputs)
     if done is not None:
         return done
-    result = client.complete(
-        caption_messages(item, new_answer, settings), temperature=settings.temperature, max_tokens=settings.max_tokens
-    )
+    result = client.complete(caption_messages(item, new_answer, settings), **settings.request_params())
     caption = result.text.strip()
     if not caption:
         raise ValueError(f"{item_key}: the captioning model returned an empty caption")

@@ -10,7 +10,7 @@ import yaml
 from lmms_contam.llm import EndpointConfig
 from lmms_contam.perturb.caption import CaptionSettings
 from lmms_contam.perturb.edit import FluxSettings
-from lmms_contam.perturb.verify import DriftSettings, JudgeSettings
+from lmms_contam.perturb.verify import CounterfactualJudgeSettings, DriftSettings
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,7 @@ class PerturbConfig:
     caption: CaptionSettings
     generate: FluxSettings
     judge_endpoint: EndpointConfig | None
-    judge: JudgeSettings | None
+    judge: CounterfactualJudgeSettings | None
     drift: DriftSettings
 
     @classmethod
@@ -36,7 +36,9 @@ class PerturbConfig:
                 caption=CaptionSettings.from_file(path.parent / caption.pop("template"), **caption),
                 generate=FluxSettings(**raw.get("generate", {})),
                 judge_endpoint=EndpointConfig.from_dict(judge.pop("endpoint")) if judge else None,
-                judge=JudgeSettings.from_file(path.parent / judge.pop("template"), **judge) if judge else None,
+                judge=None
+                if judge is None
+                else CounterfactualJudgeSettings.from_file(path.parent / judge.pop("template"), **judge),
                 drift=DriftSettings(**(verify.get("drift") or {})),
             )
         except (KeyError, TypeError, ValueError, yaml.YAMLError, OSError) as exc:
@@ -46,13 +48,10 @@ class PerturbConfig:
         """Everything that decides the output, for the manifest (templates by hash, keys by variable name)."""
         return {
             "seed": self.seed,
-            "caption": {"endpoint": self.caption_endpoint.as_dict(), "temperature": self.caption.temperature,
-                        "max_tokens": self.caption.max_tokens, "template_sha256": self.caption.template_sha256},
+            "caption": {"endpoint": self.caption_endpoint.as_dict(), **self.caption.described()},
             "generate": asdict(self.generate),
-            "judge": None if self.judge is None else {
-                "endpoint": self.judge_endpoint.as_dict(), "temperature": self.judge.temperature,
-                "max_tokens": self.judge.max_tokens, "structured_output": self.judge.structured_output,
-                "template_sha256": self.judge.template_sha256},
+            "judge": None if self.judge is None else {"endpoint": self.judge_endpoint.as_dict(),
+                                                      **self.judge.described()},
             "drift": asdict(self.drift),
         }  # fmt: skip
 

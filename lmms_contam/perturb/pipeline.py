@@ -24,9 +24,9 @@ from lmms_contam.llm import ChatClient, TooManyFailures, failure_problems
 from lmms_contam.perturb.caption import write_caption
 from lmms_contam.perturb.config import PerturbConfig
 from lmms_contam.perturb.edit import Editor, EditRequest, FluxEditor
-from lmms_contam.perturb.review import Candidate, load_decisions, write_review
+from lmms_contam.perturb.review import Counterfactual, load_decisions, write_review
 from lmms_contam.perturb.swap import swap_answer
-from lmms_contam.perturb.verify import answer_letter, automatic_outcome, drift, judge
+from lmms_contam.perturb.verify import answer_letter, automatic_outcome, drift, judge_counterfactual
 from lmms_contam.schema import SCHEMA_VERSION, write_parquet
 from lmms_contam.stats import stable_seed
 from lmms_contam.store import StageStore
@@ -105,7 +105,9 @@ def run(
 
     def check(job):
         key, item, new_answer, _, image, _ = job
-        return judge(judge_client, store, key, item, image, answer_letter(item, new_answer), config.judge)
+        return judge_counterfactual(
+            judge_client, store, key, item, image, answer_letter(item, new_answer), config.judge
+        )
 
     judged = judge_client.map(check, verdicts, desc="judge") if judge_client else [None] * len(verdicts)
     decisions = load_decisions(out / "review.json")
@@ -115,7 +117,7 @@ def run(
             counts["verify"][f"judge failed: {type(verdict).__name__}"] += 1
             continue
         automatic = automatic_outcome(drifted, verdict)
-        candidates.append(Candidate(key, item, new_answer, caption, image, automatic))
+        candidates.append(Counterfactual(key, item, new_answer, caption, image, automatic))
         decision = decisions.get(key, "auto")
         if decision == "reject" or (decision == "auto" and automatic != "keep"):
             counts["verify"][automatic if decision == "auto" else "human: reject"] += 1

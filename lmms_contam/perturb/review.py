@@ -23,7 +23,7 @@ DECISIONS = ("auto", "keep", "reject")
 
 
 @dataclass(frozen=True)
-class Candidate:
+class Counterfactual:
     key: str
     item: Item
     new_answer: str
@@ -48,7 +48,7 @@ def load_decisions(path: Path) -> dict[str, str]:
     return decisions
 
 
-def write_review(out: Path, candidates: list[Candidate], decisions: dict[str, str]) -> None:
+def write_review(out: Path, candidates: list[Counterfactual], decisions: dict[str, str]) -> None:
     entries = {c.key: {"decision": decisions.get(c.key, "auto"), "automatic": c.automatic,
                        "original_id": c.item.original_id} for c in candidates}  # fmt: skip
     with atomic_path(out / "review.json") as tmp:

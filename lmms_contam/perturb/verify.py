@@ -8,23 +8,21 @@ model could otherwise pass or fail for the wrong reason).
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass
 
 import numpy as np
 from PIL import Image
 
 from lmms_contam.fingerprint import image_sha256
 from lmms_contam.items import Item
-from lmms_contam.llm import ChatClient, PromptTemplate, image_part, json_reply
-from lmms_contam.schema import columns_for, option_letters
+from lmms_contam.llm import ChatClient, PromptSettings, image_part, json_reply
+from lmms_contam.schema import columns_for, listed_options, option_letters
 from lmms_contam.store import StageStore
 
 JUDGE_STAGE = "judge"
 
 
-def verdict_schema(n_options: int) -> dict:
+def counterfactual_verdict_schema(n_options: int) -> dict:
     """The judge's reply format: each option letter at most once, and a reason."""
     letters = option_letters(n_options)
     return {
@@ -43,22 +41,15 @@ def verdict_schema(n_options: int) -> dict:
 
 
 @dataclass(frozen=True)
-class JudgeSettings:
-    template: str
-    temperature: float | None = 0.0  # None: omit (reasoning models refuse the parameter)
+class CounterfactualJudgeSettings(PromptSettings):
+    PLACEHOLDERS = ("question", "options")
+    NAME = "verification judge"
+
     max_tokens: int = 2000
-    structured_output: bool = True  # JSON-schema response_format, where the server supports it
-
-    @classmethod
-    def from_file(cls, path: str | Path, **overrides) -> JudgeSettings:
-        return cls(template=PromptTemplate(path, ("question", "options"), "verification judge").text, **overrides)
-
-    @property
-    def template_sha256(self) -> str:
-        return hashlib.sha256(self.template.encode()).hexdigest()
+    structured_output: bool = True
 
 
-def parse_verdict(text: str, n_options: int) -> list[str] | None:
+def parse_counterfactual_verdict(text: str, n_options: int) -> list[str] | None:
     """The option letters the judge called correct; None when its reply holds no usable JSON."""
 
     def read(payload: dict) -> list[str] | None:
@@ -72,31 +63,22 @@ def parse_verdict(text: str, n_options: int) -> list[str] | None:
     return json_reply(text, read)
 
 
-def judge(
+def judge_counterfactual(
     client: ChatClient, store: StageStore, key: str, item: Item, image: Image.Image, new_letter: str,
-    settings: JudgeSettings,
+    settings: CounterfactualJudgeSettings,
 ) -> dict:  # fmt: skip
     """Stored verdict: keep / reject / unjudged (an unusable reply is never counted as a keep). Reused
     only for the same image, question, options, new answer, model, server and settings."""
     inputs = {"image": image_sha256(image), "question": item.question, "options": list(item.options),
-              "new_letter": new_letter, "endpoint": client.identity(),
-              "settings": {**asdict(settings), "template": settings.template_sha256}}  # fmt: skip
+              "new_letter": new_letter, "endpoint": client.identity(), "settings": settings.described()}  # fmt: skip
     done = store.get(JUDGE_STAGE, key, inputs)
     if done is not None:
         return done
-    letters = option_letters(len(item.options))
-    prompt = settings.template.format(
-        question=item.question,
-        options="\n".join(f"{letter}. {text}" for letter, text in zip(letters, item.options, strict=True)),
-    )
-    params: dict = {"max_tokens": settings.max_tokens}
-    if settings.temperature is not None:
-        params["temperature"] = settings.temperature
-    if settings.structured_output:
-        params["response_format"] = {"type": "json_schema", "json_schema": verdict_schema(len(letters))}
+    prompt = settings.template.format(question=item.question, options=listed_options(item.options))
+    params = settings.request_params(counterfactual_verdict_schema(len(item.options)))
     result = client.complete([{"role": "user", "content": [image_part(image), {"type": "text", "text": prompt}]}],
                              **params)  # fmt: skip
-    correct = parse_verdict(result.text, len(letters))
+    correct = parse_counterfactual_verdict(result.text, len(item.options))
     outcome = "unjudged" if correct is None else ("keep" if correct == [new_letter] else "reject")
     return store.put(JUDGE_STAGE, key, inputs, {
         "outcome": outcome, "correct_options": correct, "reply": result.text, "model": result.model,

@@ -25,8 +25,8 @@ from lmms_contam.atomic import atomic_path
 from lmms_contam.items import Item
 from lmms_contam.llm import ChatClient, TooManyFailures, failure_problems
 from lmms_contam.perturb.config import PerturbConfig
-from lmms_contam.perturb.review import Candidate, load_decisions, write_review
-from lmms_contam.perturb.verify import JUDGE_STAGE, answer_letter, automatic_outcome, drift, judge
+from lmms_contam.perturb.review import Counterfactual, load_decisions, write_review
+from lmms_contam.perturb.verify import JUDGE_STAGE, answer_letter, automatic_outcome, drift, judge_counterfactual
 from lmms_contam.schema import VERIFIED_SUBSET, PerturbedSetError, columns_for, validate
 from lmms_contam.store import StageStore
 
@@ -71,8 +71,12 @@ def verify_set(folder: str | Path, config: PerturbConfig, max_failure_rate: floa
         item = _item(row, benchmark)
         image = row["image"].convert("RGB")
         jobs.append((row["item_id"], item, row["new_answer"], image, drift(item.image, image, config.drift)))
-    verdicts = client.map(lambda job: judge(client, store, job[0], job[1], job[3], answer_letter(job[1], job[2]),
-                                            config.judge), jobs, desc=f"verifying {benchmark}")  # fmt: skip
+
+    def check(job: tuple) -> dict:
+        key, item, new_answer, image, _ = job
+        return judge_counterfactual(client, store, key, item, image, answer_letter(item, new_answer), config.judge)
+
+    verdicts = client.map(check, jobs, desc=f"verifying {benchmark}")
     problems = failure_problems([client.outcomes], max_failure_rate)
     if problems:
         raise TooManyFailures("; ".join(problems))
@@ -85,7 +89,7 @@ def verify_set(folder: str | Path, config: PerturbConfig, max_failure_rate: floa
             continue
         automatic = automatic_outcome(drifted, verdict)
         caption = json.loads(rows[number]["provenance"] or "{}").get("caption", "")
-        candidates.append(Candidate(key, item, new_answer, caption or "", image, automatic))
+        candidates.append(Counterfactual(key, item, new_answer, caption or "", image, automatic))
         decision = decisions.get(key, "auto")
         if decision == "reject" or (decision == "auto" and automatic != "keep"):
             outcomes[automatic if decision == "auto" else "human: reject"] += 1

@@ -18,6 +18,7 @@ from PIL import Image
 
 from lmms_contam.atomic import atomic_path
 from lmms_contam.corpus.embed import PixelEmbedder
+from lmms_contam.corpus.embedders import embedder_config
 from lmms_contam.corpus.eval_sources import DatasetSource
 from lmms_contam.corpus.run import scan_source
 from lmms_contam.synthetic import benchmark
@@ -46,7 +47,8 @@ def _write_corpus(folder: Path, vectors: np.ndarray, embedder: PixelEmbedder) ->
 
 def image_only_rates(recipe: Recipe, seed: int, test_set: Path, out: Path) -> dict[str, dict]:
     """Per training data: the scan's rate (at the pixel recipe's threshold) and the corpus size."""
-    embedder = PixelEmbedder()
+    pixels = embedder_config("pixels")
+    embedder = pixels.build()
     rates = {}
     for data in TRAINING_DATA:
         corpus = out / "corpora" / f"seed{seed}-{data}"
@@ -54,6 +56,6 @@ def image_only_rates(recipe: Recipe, seed: int, test_set: Path, out: Path) -> di
             _write_corpus(corpus, embedder.embed(training_images(data, recipe, seed)), embedder)
         label = f"synthetic-vs-{data}-seed{seed}"
         test = DatasetSource(str(test_set), "test", "original_image", "item_id", label=label)
-        summary = scan_source(test, corpus, out / "scans", embedder)
+        summary = scan_source(test, corpus, out / "scans", embedder, pixels.threshold)
         rates[data] = {key: summary[key] for key in ("image_only_rate", "threshold", "corpus_rows", "images", "rates")}
     return rates
