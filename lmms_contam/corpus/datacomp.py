@@ -21,6 +21,7 @@ from tqdm.auto import tqdm
 from lmms_contam.atomic import atomic_path
 from lmms_contam.corpus.embed import Recipe
 from lmms_contam.corpus.sources import (
+    CorpusSummary,
     begin_corpus,
     finish_corpus,
     read_recipe,
@@ -76,7 +77,9 @@ def shard_inputs(path: Path, key: str, recipe: Recipe) -> str:
                    "key": key, "recipe": asdict(recipe)})  # fmt: skip
 
 
-def import_datacomp(source: str | Path, out: str | Path, recipe_path: str | Path, key: str = "l14_img") -> dict:
+def import_datacomp(
+    source: str | Path, out: str | Path, recipe_path: str | Path, key: str = "l14_img"
+) -> CorpusSummary:
     """Every `<shard>.npz` under `source`, in name order, as img_emb_N.npy + metadata_N.parquet in `out`."""
     source, out = Path(source).resolve(), Path(out).resolve()
     shards = sorted(source.rglob("*.npz"))
@@ -105,7 +108,7 @@ def import_datacomp(source: str | Path, out: str | Path, recipe_path: str | Path
             continue
         write_shard(out, number, inputs, {"source": str(path), "rows": len(vectors)},
                     _metadata(path, len(vectors)), vectors, recipe.dtype)  # fmt: skip
-    counts["shards_removed"] = remove_shards_from(out, counts["shards"])
-    summary = {"source": str(source), "out": str(out), "key": key, **counts, "recipe": asdict(recipe)}
+    summary = CorpusSummary(str(source), str(out), asdict(recipe), counts["shards"], counts["shards_reused"],
+                            remove_shards_from(out, counts["shards"]), counts["rows"], key=key)  # fmt: skip
     finish_corpus(out, summary)
     return summary

@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 from lmms_contam.atomic import atomic_path
 from lmms_contam.corpus.embed import Recipe, decode, require_same_recipe
 from lmms_contam.corpus.sources import (
+    CorpusSummary,
     begin_corpus,
     finish_corpus,
     read_recipe,
@@ -251,7 +252,8 @@ def shard_inputs(chunk: list[CorpusRecord], recipe: Recipe) -> str:
 
 
 def embed_corpus(source: str | Path, out: str | Path, embedder, shard_size: int = DEFAULT_SHARD_SIZE,
-                 image_column: str = "image", decode_threads: int | None = None, engine=None) -> dict:  # fmt: skip
+                 image_column: str = "image", decode_threads: int | None = None,
+                 engine=None) -> CorpusSummary:  # fmt: skip
     """Embed every image of `source` into `out` (img_emb/, metadata/, recipe.json); resumable per shard.
 
     A shard is reused only when its records (sources, bytes, captions) and the recipe are those it was
@@ -292,7 +294,8 @@ def embed_corpus(source: str | Path, out: str | Path, embedder, shard_size: int 
     progress.close()
     if counts["shards"] == 0:
         raise ValueError(f"{source}: no images found")
-    counts["shards_removed"] = remove_shards_from(out, counts["shards"])
-    summary = {"source": str(source), "out": str(out), **counts, "recipe": asdict(embedder.recipe)}
+    removed = remove_shards_from(out, counts["shards"])
+    summary = CorpusSummary(str(source), str(out), asdict(embedder.recipe), counts["shards"], counts["shards_reused"],
+                            removed, counts["embedded"], counts["skipped"])  # fmt: skip
     finish_corpus(out, summary)
     return summary

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import datasets
@@ -19,6 +19,27 @@ from lmms_contam.corpus.index import IndexSettings, search_index
 from lmms_contam.corpus.runners import LocalRunner, RayRunner
 from lmms_contam.corpus.sources import lookup, open_corpus
 from lmms_contam.fingerprint import digest
+
+
+@dataclass(frozen=True)
+class ScanSummary:
+    """One eval set's scan, as written to <out>/<name>.summary.json."""
+
+    scan_version: int
+    benchmark: str  # the eval set's name (a benchmark, a folder, a dataset)
+    corpus: str
+    corpus_rows: int
+    images: int
+    threshold: float
+    k: int
+    image_only_rate: float  # share of images with a corpus match above the threshold
+    rates: dict[str, float]  # the same at the thresholds of the sweep
+    recipe: dict
+    eval_source: str
+    eval: dict  # how to open the eval set again (eval_sources.from_spec)
+    eval_ids_sha256: str
+    mode: dict  # exact scan or index search, and how
+
 
 EVAL_CHUNK = 256  # images decoded and held at once while an eval set is embedded
 
@@ -54,7 +75,7 @@ def eval_embeddings(source: EvalSource, embedder, work: Path) -> tuple[np.ndarra
 def scan_source(source: EvalSource, corpus: str | Path, out: str | Path, embedder: Embedder, threshold: float,
                 k: int = scan.DEFAULT_K, runner: LocalRunner | RayRunner | None = None,
                 index: IndexSettings | None = None, precision: str = "auto",
-                scan_device: str = "cpu") -> dict:  # fmt: skip
+                scan_device: str = "cpu") -> ScanSummary:  # fmt: skip
     """`threshold`: a cosine on the embedder's scale (its config's standard one unless the user says); `runner`
     None: in-process (a RayRunner scans the shards as Ray tasks); `index`: search a faiss index of the
     corpus instead of the exact scan, re-scoring its candidates exactly; `precision` (scan.PRECISIONS or
@@ -84,14 +105,13 @@ def scan_source(source: EvalSource, corpus: str | Path, out: str | Path, embedde
                      "top_captions": [m["caption"] for m in matches],
                      "top_urls": [m["url"] for m in matches]})  # fmt: skip
     sweep = sorted({*scan.THRESHOLDS, threshold})
-    summary = {"scan_version": scan.SCAN_VERSION, "benchmark": source.name, "corpus": str(Path(corpus).resolve()),
-               "corpus_rows": sum(s.rows for s in shards), "images": len(ids), "threshold": threshold, "k": k,
-               "image_only_rate": scan.rates(result, [threshold])[threshold],
-               "rates": {str(t): r for t, r in scan.rates(result, sweep).items()},
-               "recipe": asdict(embedder.recipe), "eval_source": source.description, "eval": spec_of(source),
-               "eval_ids_sha256": scan.ids_sha256(ids), "mode": mode}  # fmt: skip
+    summary = ScanSummary(
+        scan.SCAN_VERSION, source.name, str(Path(corpus).resolve()), sum(s.rows for s in shards), len(ids), threshold,
+        k, scan.rates(result, [threshold])[threshold], {str(t): r for t, r in scan.rates(result, sweep).items()},
+        asdict(embedder.recipe), source.description, spec_of(source), scan.ids_sha256(ids), mode,
+    )  # fmt: skip
     with atomic_path(out / f"{source.name}.matches.parquet") as tmp:
         datasets.Dataset.from_list(rows).to_parquet(str(tmp))
     with atomic_path(out / f"{source.name}.summary.json") as tmp:
-        tmp.write_text(json.dumps(summary, indent=2) + "\n")
+        tmp.write_text(json.dumps(asdict(summary), indent=2) + "\n")
     return summary

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -70,9 +70,24 @@ def begin_corpus(corpus: Path) -> None:
     (corpus / COMPLETE).unlink(missing_ok=True)
 
 
-def finish_corpus(corpus: Path, summary: dict) -> None:
+@dataclass(frozen=True)
+class CorpusSummary:
+    """What an `embed-corpus` or `import datacomp` run wrote; also the corpus's completion record."""
+
+    source: str
+    out: str
+    recipe: dict
+    shards: int
+    shards_reused: int  # unchanged since an earlier run, not made again
+    shards_removed: int  # left over from an earlier, longer source
+    vectors: int
+    skipped: int = 0  # images that could not be decoded (their reasons in <out>/skipped/)
+    key: str | None = None  # the array imported from DataComp's .npz files
+
+
+def finish_corpus(corpus: Path, summary: CorpusSummary) -> None:
     with atomic_path(corpus / COMPLETE) as tmp:
-        tmp.write_text(json.dumps(summary, indent=2) + "\n")
+        tmp.write_text(json.dumps(asdict(summary), indent=2) + "\n")
 
 
 def open_corpus(folder: str | Path) -> tuple[list[EmbeddingShard], Recipe]:

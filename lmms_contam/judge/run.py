@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -44,10 +45,75 @@ def _verdicts(endpoint: EndpointConfig, settings: CaptionJudgeSettings, store: S
     return records, usage, client.outcomes
 
 
+def second_judge(endpoint: EndpointConfig, model: str | None, twice: bool) -> EndpointConfig | None:
+    """The judge whose agreement is reported: another model at the same endpoint, or with `twice` the
+    same judge again (judge_benchmark then re-judges with another seed)."""
+    if model and twice:
+        raise ValueError("a second model and judging twice exclude each other")
+    if model:
+        return replace(endpoint, model=model)
+    return endpoint if twice else None
+
+
+@dataclass(frozen=True)
+class Agreement:
+    second: str  # the second judge's model ("(another seed)" when the same judge asked again)
+    judged_by_both: int
+    agree: int
+    rate: float
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    """The first judge's verdicts; a second judge only measures the agreement."""
+
+    settings: dict
+    counts: dict[str, int]
+    image_text_rate: float
+    image_text_rate_upper: float  # unjudged samples are not clean: the rate were they all answerable
+    usage: list[dict]
+    complete: bool  # False: too many calls failed, and the report shows no rate
+    problems: list[str]
+    agreement: Agreement | None = None
+
+
+@dataclass(frozen=True)
+class JudgeSummary:
+    judge_version: int
+    benchmark: str
+    samples: int
+    threshold: float
+    top_k: int
+    image_only_rate: float | None
+    scan_recipe: dict | None
+    matched_with_captions: int
+    matched_without_captions: int
+    captions_truncated: int
+    prefilter_hits: int
+    prefilter_rate: float
+    judge: Verdicts | None = None  # None: the pre-filter only
+
+    def as_dict(self) -> dict:
+        """The .judge.json document: a section that was not made is left out."""
+        document = asdict(self)
+        if self.judge is None:
+            del document["judge"]
+        elif self.judge.agreement is None:
+            del document["judge"]["agreement"]
+        return document
+
+
+def _agreement(first: list[dict], second: list[dict], label: str) -> Agreement:
+    pairs = [(a["outcome"], b["outcome"]) for a, b in zip(first, second, strict=True)
+             if UNJUDGED not in (a["outcome"], b["outcome"])]  # fmt: skip
+    agree = sum(a == b for a, b in pairs)
+    return Agreement(label, len(pairs), agree, agree / len(pairs) if pairs else float("nan"))
+
+
 def judge_benchmark(scans: str | Path, benchmark: str, *, originals: str | None = None,
                     endpoint: EndpointConfig | None = None, settings: CaptionJudgeSettings | None = None,
                     second: EndpointConfig | None = None, threshold: float | None = None,
-                    top_k: int | None = None, max_failure_rate: float = 0.5) -> dict:  # fmt: skip
+                    top_k: int | None = None, max_failure_rate: float = 0.5) -> JudgeSummary:  # fmt: skip
     """Pre-filter every candidate; with an endpoint, judge it too (and again with `second`, for agreement).
 
     `second` may be the same endpoint: it then re-judges with another seed (replica 1). When no call of
@@ -61,14 +127,7 @@ def judge_benchmark(scans: str | Path, benchmark: str, *, originals: str | None 
              "prefilter_hit": hit is not None, "prefilter_gram": hit.gram if hit else None,
              "prefilter_caption": hit.caption + 1 if hit else None}
             for c, hit in zip(data.candidates, hits, strict=True)]  # fmt: skip
-    summary = {
-        "judge_version": JUDGE_VERSION, "benchmark": benchmark, "samples": data.samples,
-        "threshold": data.summary["judge_threshold"], "top_k": data.summary["judge_top_k"],
-        "image_only_rate": data.summary.get("image_only_rate"), "scan_recipe": data.summary.get("recipe"),
-        "matched_with_captions": len(data.candidates), "matched_without_captions": data.without_captions,
-        "captions_truncated": data.truncated, "prefilter_hits": sum(h is not None for h in hits),
-        "prefilter_rate": sum(h is not None for h in hits) / data.samples if data.samples else float("nan"),
-    }  # fmt: skip
+    verdicts = None
     if endpoint is not None:
         settings = settings or CaptionJudgeSettings.from_file(DEFAULT_TEMPLATE)
         store = StageStore(scans / "judge-cache")
@@ -81,27 +140,24 @@ def judge_benchmark(scans: str | Path, benchmark: str, *, originals: str | None 
                 row.update({f"judge{number}_outcome": record["outcome"], f"judge{number}_caption": record["caption"],
                             f"judge{number}_reason": record["reason"]})  # fmt: skip
         counts = Counter(r["outcome"] for r in results[0][0])
-        summary["judge"] = {
-            "settings": settings.described(),
-            "counts": dict(counts), "image_text_rate": counts[ANSWERABLE] / data.samples,
-            # Unjudged samples are not clean: the rate could be this high if they all were answerable.
-            "image_text_rate_upper": (counts[ANSWERABLE] + counts[UNJUDGED]) / data.samples,
-            "usage": [usage for _, usage, _ in results],
-        }  # fmt: skip
         problems = failure_problems([outcomes for _, _, outcomes in results], max_failure_rate)
-        summary["judge"] |= {"complete": not problems, "problems": problems}
+        agreement = None
         if second is not None:
-            pairs = [(a["outcome"], b["outcome"]) for a, b in zip(results[0][0], results[1][0], strict=True)
-                     if UNJUDGED not in (a["outcome"], b["outcome"])]  # fmt: skip
-            summary["judge"]["agreement"] = {
-                "second": second.model + (" (another seed)" if second == endpoint else ""),
-                "judged_by_both": len(pairs), "agree": sum(a == b for a, b in pairs),
-                "rate": sum(a == b for a, b in pairs) / len(pairs) if pairs else float("nan"),
-            }  # fmt: skip
+            label = second.model + (" (another seed)" if second == endpoint else "")
+            agreement = _agreement(results[0][0], results[1][0], label)
+        verdicts = Verdicts(settings.described(), dict(counts), counts[ANSWERABLE] / data.samples,
+                            (counts[ANSWERABLE] + counts[UNJUDGED]) / data.samples,
+                            [usage for _, usage, _ in results], not problems, problems, agreement)  # fmt: skip
+    summary = JudgeSummary(
+        JUDGE_VERSION, benchmark, data.samples, data.summary["judge_threshold"], data.summary["judge_top_k"],
+        data.summary.get("image_only_rate"), data.summary.get("recipe"), len(data.candidates),
+        data.without_captions, data.truncated, sum(h is not None for h in hits),
+        sum(h is not None for h in hits) / data.samples if data.samples else float("nan"), verdicts,
+    )  # fmt: skip
     with atomic_path(scans / f"{benchmark}.judge.parquet") as tmp:
         pd.DataFrame(rows, columns=list(rows[0]) if rows else ["original_id"]).to_parquet(tmp)
     with atomic_path(scans / f"{benchmark}.judge.json") as tmp:
-        tmp.write_text(json.dumps(summary, indent=2) + "\n")
-    if endpoint is not None and summary["judge"]["problems"]:
-        raise TooManyFailures("; ".join(summary["judge"]["problems"]))
+        tmp.write_text(json.dumps(summary.as_dict(), indent=2) + "\n")
+    if verdicts is not None and verdicts.problems:
+        raise TooManyFailures("; ".join(verdicts.problems))
     return summary

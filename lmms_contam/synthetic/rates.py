@@ -57,5 +57,11 @@ def image_only_rates(recipe: Recipe, seed: int, test_set: Path, out: Path) -> di
         label = f"synthetic-vs-{data}-seed{seed}"
         test = DatasetSource(str(test_set), "test", "original_image", "item_id", label=label)
         summary = scan_source(test, corpus, out / "scans", embedder, pixels.threshold)
-        rates[data] = {key: summary[key] for key in ("image_only_rate", "threshold", "corpus_rows", "images", "rates")}
+        rates[data] = {
+            "image_only_rate": summary.image_only_rate,
+            "threshold": summary.threshold,
+            "corpus_rows": summary.corpus_rows,
+            "images": summary.images,
+            "rates": summary.rates,
+        }
     return rates

@@ -1,0 +1,77 @@
+"""The controlled-contamination experiment and the flaw study: `demo` and `experiment`."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+from lmms_contam.commands.common import at_least, refuse
+
+
+def _with_overrides(setup, args: argparse.Namespace):
+    if getattr(args, "seeds", None):
+        setup = dataclasses.replace(setup, seeds=tuple(int(s) for s in args.seeds.split(",")))
+    if getattr(args, "items", None):
+        setup = dataclasses.replace(setup, recipe=dataclasses.replace(setup.recipe, test_items=args.items))
+    return setup
+
+
+def _experiment(args: argparse.Namespace) -> int:
+    from lmms_contam.synthetic import experiment
+    from lmms_contam.synthetic.evaluate import EvaluationError
+
+    demo = args.command == "demo"
+    try:
+        if args.flaws:
+            from lmms_contam.synthetic import flaw_study
+
+            study = flaw_study.DEMO_FLAWS if demo else flaw_study.FULL_FLAWS
+            outcome = flaw_study.run(dataclasses.replace(study, setup=_with_overrides(study.setup, args)), args.out)
+            text, written = flaw_study.table(outcome), f"summary: {(Path(args.out) / 'flaws.json').resolve()}"
+        else:
+            outcome = experiment.run(_with_overrides(experiment.DEMO if demo else experiment.FULL, args), args.out)
+            text, written = experiment.table(outcome), f"report: {outcome.report_html.resolve()}"
+    except (EvaluationError, experiment.SetupMismatch) as exc:
+        return refuse(args.command, exc)
+    print(text)
+    print(f"\n{sum(c.passed for c in outcome.checks)}/{len(outcome.checks)} checks passed "
+          f"in {outcome.seconds / 60:.1f} min")  # fmt: skip
+    print(written)
+    return 0 if outcome.passed else 1
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    demo = commands.add_parser(
+        "demo",
+        help="the whole loop offline on the CPU in minutes: train, contaminate, evaluate, report",
+        description="The controlled-contamination experiment in small (one seed, 500 synthetic items, the "
+        "highest degree only): a tiny LLaVA trained from scratch (clean), copies fine-tuned on the test items "
+        "(full and LoRA) and on as many fresh items (control), each evaluated by lmms-eval's llava_hf loader "
+        "on synthetic_contam (the clean and the fully fine-tuned model also on the peer detector tasks). Prints "
+        "the table and the checks, and ends with the HTML report's path. 6 to 11 minutes on 2 cores; nothing "
+        "is downloaded. Rerunning reuses finished models.",
+    )
+    demo.add_argument("--out", default="lmms-contam-demo", help="working folder (default ./lmms-contam-demo)")
+    demo.add_argument("--items", type=at_least(100), help="test items (default 500; fewer make the verdicts noisy)")
+    demo.add_argument("--flaws", action="store_true",
+                      help="the flaw study in small instead: flaw rates 0 and 0.4, each set before and after "
+                      "`lmms-contam verify` (the same models; a few minutes more)")  # fmt: skip
+    demo.set_defaults(run=_experiment)
+
+    full = commands.add_parser(
+        "experiment",
+        help="the full controlled-contamination experiment (3 seeds, 3 degrees, full and LoRA, control)",
+        description="As `demo`, with 1000 items, three seeds and three degrees of contamination (fine-tuning "
+        "epochs fixed in advance); checks that clean models and controls are not flagged, that contamination "
+        "inflates the score, that every highest-degree model is flagged, and that the delta falls as the degree "
+        "rises. Under an hour on 2 cores, with the peer detectors (README); resumable.",
+    )
+    full.add_argument("--out", default="lmms-contam-experiment", help="working folder")
+    full.add_argument("--seeds", help="comma-separated seeds (default 0,1,2)")
+    full.add_argument("--flaws", action="store_true",
+                      help="the flaw study instead: how many flawed counterfactuals make a clean model look "
+                      "contaminated, and whether `lmms-contam verify` prevents it. Flaw rates 0, 0.1, 0.2 and 0.4; "
+                      "the clean, control and 30-epoch models of every seed, each evaluated by lmms-eval on every "
+                      "set before and after verification; writes flaws.json")  # fmt: skip
+    full.set_defaults(run=_experiment)

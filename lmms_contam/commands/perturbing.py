@@ -1,0 +1,133 @@
+"""Commands that build and verify perturbed sets."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from lmms_contam.commands.common import ORIGINALS_DEFAULT, add_failure_rate_argument, hub_repo_id, refuse
+from lmms_contam.commands.sets import push_set
+
+
+def _shard(text: str | None) -> tuple[int, int]:
+    if not text:
+        return (0, 1)
+    try:
+        index, count = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise ValueError(f"--shard takes I/N (e.g. 0/4), got {text!r}") from None
+    return index, count
+
+
+def _perturb(args: argparse.Namespace) -> int:
+    from itertools import islice
+
+    from lmms_contam.benchmarks import loaders
+    from lmms_contam.harness.datasets import originals_source
+    from lmms_contam.llm import TooManyFailures
+    from lmms_contam.perturb import pipeline
+    from lmms_contam.perturb.config import PerturbConfig
+    from lmms_contam.schema import PerturbedSetError
+
+    try:
+        config = PerturbConfig.from_yaml(args.config)
+        originals = originals_source(args.benchmark, args.originals)
+        items = loaders.items(args.benchmark, loaders.load_rows(args.benchmark, originals))
+        manifest = pipeline.run(args.benchmark, islice(items, args.limit), config, args.out, shard=_shard(args.shard),
+                                max_failure_rate=args.max_failure_rate)  # fmt: skip
+    except (ValueError, PerturbedSetError, FileNotFoundError) as exc:
+        return refuse("perturb", exc)
+    except TooManyFailures as exc:
+        print(f"lmms-contam perturb: no set written: {exc}. Counts in {Path(args.out) / 'data.manifest.json'}; "
+              "rerun the same command once the endpoint works (finished items are not repeated)",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    if "shard" in manifest:
+        print(f"{args.benchmark}: shard {manifest['shard']} done in {args.out}/work; run without --shard to assemble")
+        return 0
+    print(f"{args.benchmark}: kept {manifest['kept']} of {manifest['items']} items -> {args.out}")
+    for stage, reasons in manifest["skipped"].items():
+        for reason, count in sorted(reasons.items()):
+            print(f"  {stage}: {count} {reason}")
+    cost = manifest["cost"]
+    print(f"  API: caption {cost['caption']['calls']} calls ${cost['caption']['usd']}, "
+          f"judge {cost['judge']['calls']} calls ${cost['judge']['usd']}")  # fmt: skip
+    if args.push_to_hub and manifest["kept"]:
+        return push_set(args.out, args.push_to_hub, args.private, "perturb")
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from lmms_contam.harness.datasets import resolve
+    from lmms_contam.llm import TooManyFailures
+    from lmms_contam.perturb.config import PerturbConfig
+    from lmms_contam.perturb.verify_set import verify_set
+    from lmms_contam.schema import BENCHMARK_COLUMNS, VERIFIED_SUBSET, PerturbedSetError
+
+    try:
+        folder = Path(args.set)
+        if not folder.exists() and args.set in BENCHMARK_COLUMNS:  # a benchmark: the set its tasks resolve
+            folder = Path(resolve(args.set).value)  # fetched first where the release has it
+            folder = folder.parent if folder.name == VERIFIED_SUBSET else folder
+        manifest = verify_set(folder, PerturbConfig.from_yaml(args.config), args.max_failure_rate)
+    except (ValueError, PerturbedSetError, FileNotFoundError) as exc:
+        return refuse("verify", exc)
+    except TooManyFailures as exc:
+        print(f"lmms-contam verify: nothing written: {exc}; rerun when the endpoint works (verdicts made are kept)",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    verification = manifest["verification"]
+    print(f"{manifest['benchmark']}: kept {verification['kept']} of {verification['of']} items -> "
+          f"{Path(manifest['source']).parent / VERIFIED_SUBSET} (the tasks read it from now on)")  # fmt: skip
+    for outcome, count in sorted(manifest["outcomes"].items()):
+        print(f"  {count}: {outcome}")
+    cost = manifest["cost"]
+    print(f"  judge: {cost['calls']} verdicts stored, ${cost['usd']}")
+    return 0
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    perturb = commands.add_parser(
+        "perturb",
+        help="build a perturbed benchmark: answer swap, edit caption, Flux image edit, verification",
+        description="Build counterfactual items (resumable: rerun the same command after a crash). Stages: "
+        "answer swap (seeded), edit caption (a VLM over an OpenAI-compatible endpoint), image edit (Flux + Canny "
+        "ControlNet, or Kontext), verification (judge + drift check). Writes <out>/data.parquet, "
+        "<out>/data.manifest.json, and <out>/review.html + <out>/review.json for human review: set a candidate's "
+        "decision to keep or reject there and rerun to rebuild the set. Per-item stage results stay in <out>/work.",
+    )
+    perturb.add_argument("benchmark", choices=["mmstar", "realworldqa", "naturalbench"])
+    perturb.add_argument("--config", required=True, help="a recipe, e.g. configs/perturb/flux_canny.yaml")
+    perturb.add_argument("--out", required=True, help="output folder")
+    perturb.add_argument("--originals", help=f"a local copy of the benchmark {ORIGINALS_DEFAULT}")
+    perturb.add_argument("--limit", type=int, help="only the first N items (for a trial run)")
+    perturb.add_argument(
+        "--shard",
+        metavar="I/N",
+        help="only every N-th item from the I-th, e.g. one process per GPU with CUDA_VISIBLE_DEVICES=I; "
+        "then run once without --shard to assemble the set (no stage is repeated)",
+    )
+    perturb.add_argument("--push-to-hub", type=hub_repo_id, metavar="NAMESPACE/NAME",
+                         help="then push the set to this hub dataset repository (created if missing; token: "
+                         "HF_TOKEN or `hf auth login`)")  # fmt: skip
+    perturb.add_argument("--private", action="store_true", help="create the hub repository as private")
+    add_failure_rate_argument(perturb)
+    perturb.set_defaults(run=_perturb)
+
+    verify = commands.add_parser(
+        "verify",
+        help="verify a perturbed set (imported or built): keep only counterfactuals that show the new answer",
+        description="Run the perturbation pipeline's verification on a set: a judge model over an OpenAI-compatible "
+        "endpoint keeps an item only if exactly one option is right and it is the new answer; a drift check rejects "
+        "images left unchanged or no longer like their original. Writes the kept items to <SET>/verified/ (the tasks "
+        "read them instead of the full set) with a manifest of counts and cost, and <SET>/verified/review.html; set "
+        "a decision (keep, reject) in <SET>/verified/review.json and rerun to apply it. Resumable: a rerun repeats no "
+        "finished call.",
+    )
+    verify.add_argument("set", help="a set folder (data.parquet), or a benchmark name for the set its tasks resolve")
+    verify.add_argument("--config", default=str(Path(__file__).parents[1] / "configs" / "perturb" / "flux_canny.yaml"),
+                        help="a recipe whose verify section names the judge and the drift thresholds (default: "
+                        "the paper's, judge o3)")  # fmt: skip
+    add_failure_rate_argument(verify)
+    verify.set_defaults(run=_verify)

@@ -1,0 +1,46 @@
+"""`lmms-contam report`: verdicts from lmms-eval outputs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from lmms_contam.commands.common import refuse
+
+
+def _report(args: argparse.Namespace) -> int:
+    from lmms_contam.report.build import build
+    from lmms_contam.report.inputs import ReportInputError
+
+    try:
+        _, markdown = build(args.paths, alpha=args.alpha, markdown=args.markdown, json_path=args.json,
+                            html_path=args.html, scans=args.scans)  # fmt: skip
+    except (ReportInputError, ValueError) as exc:
+        return refuse("report", exc)
+    except OSError as exc:  # an output that cannot be written: none was
+        return refuse("report", f"cannot write the report ({exc}); no output was written")
+    if not (args.markdown or args.json or args.html):
+        print(markdown)
+    for label, path in (("markdown", args.markdown), ("json", args.json), ("html", args.html)):
+        if path:
+            print(f"{label}: {path}", file=sys.stderr)
+    return 0
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    report = commands.add_parser(
+        "report",
+        help="contamination verdicts from lmms-eval output folders (Markdown, JSON, HTML)",
+        description="Read lmms-eval outputs of the plugin's tasks (run with --log_samples): *_contam, or "
+        "*_original and *_perturbed from separate runs, for any number of models. For each model and "
+        "benchmark: accuracies, delta with a 95% paired bootstrap CI, exact McNemar test with Holm's "
+        "correction across benchmarks, and a verdict: contaminated (delta < 0, significant), "
+        "inconclusive (delta < 0, not significant) or no evidence (delta >= 0).",
+    )
+    report.add_argument("paths", nargs="*", help="lmms-eval --output_path folders, or results/samples files")
+    report.add_argument("--scans", help="an `lmms-contam scan` output folder: adds the image-only and image-text rates")
+    report.add_argument("--html", help="write a self-contained HTML page with plots and flagged image pairs")
+    report.add_argument("--markdown", help="write the Markdown tables here (default: print them)")
+    report.add_argument("--json", help="write the versioned JSON here")
+    report.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
+    report.set_defaults(run=_report)
