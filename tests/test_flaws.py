@@ -95,8 +95,8 @@ def verified(tmp_path_factory):
     data = flaw_study.flawed_set(folder, 300, 0.4)
     with IdealReaderJudge() as judge:
         recipe = replace(PerturbConfig.from_yaml(flaw_study.RECIPE), judge_endpoint=judge.endpoint)
-        manifest = verify_set(folder, recipe, 0.0)
-    return data, manifest
+        subset = verify_set(folder, recipe, 0.0)
+    return data, subset
 
 
 def test_a_flawed_set_records_its_flaws_and_says_it_is_not_verified(verified, monkeypatch):
@@ -113,8 +113,8 @@ def test_a_flawed_set_records_its_flaws_and_says_it_is_not_verified(verified, mo
 
 
 def test_verification_removes_what_misleads_a_reader_and_no_clear_good_item(verified):
-    data, manifest = verified
-    screened = flaw_study.screening(0.4, data, manifest)
+    data, subset = verified
+    screened = flaw_study.screening(0.4, data, subset)
     assert screened.items == 300 and sum(screened.flawed.values()) == len(json.loads(
         benchmark.flaws_path(data).read_text())["items"])  # fmt: skip
     assert screened.flawed_removed["unchanged"] == screened.flawed["unchanged"]  # the drift check
@@ -124,7 +124,7 @@ def test_verification_removes_what_misleads_a_reader_and_no_clear_good_item(veri
     # another option, as their original does.
     assert screened.good_removed == screened.ambiguous_good > 0
     kept = pq.read_table(data.parent / "verified" / "data.parquet", columns=["item_id"])["item_id"].to_pylist()
-    assert len(kept) == screened.kept == manifest["verification"]["kept"]
+    assert len(kept) == screened.kept == subset.kept
     # Every kept counterfactual reads, to the ideal reader, as its new answer.
     rows = pq.read_table(data.parent / "verified" / "data.parquet").to_pylist()
     for row in rows:

@@ -34,8 +34,8 @@ def _perturb(args: argparse.Namespace) -> int:
         config = PerturbConfig.from_yaml(args.config)
         originals = originals_source(args.benchmark, args.originals)
         items = loaders.items(args.benchmark, loaders.load_rows(args.benchmark, originals))
-        manifest = pipeline.run(args.benchmark, islice(items, args.limit), config, args.out, shard=_shard(args.shard),
-                                max_failure_rate=args.max_failure_rate)  # fmt: skip
+        built = pipeline.run(args.benchmark, islice(items, args.limit), config, args.out, shard=_shard(args.shard),
+                             max_failure_rate=args.max_failure_rate)  # fmt: skip
     except (ValueError, PerturbedSetError, FileNotFoundError) as exc:
         return refuse("perturb", exc)
     except TooManyFailures as exc:
@@ -43,17 +43,16 @@ def _perturb(args: argparse.Namespace) -> int:
               "rerun the same command once the endpoint works (finished items are not repeated)",
               file=sys.stderr)  # fmt: skip
         return 1
-    if "shard" in manifest:
-        print(f"{args.benchmark}: shard {manifest['shard']} done in {args.out}/work; run without --shard to assemble")
+    if built.shard:
+        print(f"{args.benchmark}: shard {built.shard} done in {args.out}/work; run without --shard to assemble")
         return 0
-    print(f"{args.benchmark}: kept {manifest['kept']} of {manifest['items']} items -> {args.out}")
-    for stage, reasons in manifest["skipped"].items():
+    print(f"{args.benchmark}: kept {built.kept} of {built.items} items -> {args.out}")
+    for stage, reasons in built.skipped.items():
         for reason, count in sorted(reasons.items()):
             print(f"  {stage}: {count} {reason}")
-    cost = manifest["cost"]
-    print(f"  API: caption {cost['caption']['calls']} calls ${cost['caption']['usd']}, "
-          f"judge {cost['judge']['calls']} calls ${cost['judge']['usd']}")  # fmt: skip
-    if args.push_to_hub and manifest["kept"]:
+    caption, judge = built.cost["caption"], built.cost["judge"]
+    print(f"  API: caption {caption['calls']} calls ${caption['usd']}, judge {judge['calls']} calls ${judge['usd']}")
+    if args.push_to_hub and built.kept:
         return push_set(args.out, args.push_to_hub, args.private, "perturb")
     return 0
 
@@ -70,20 +69,18 @@ def _verify(args: argparse.Namespace) -> int:
         if not folder.exists() and args.set in BENCHMARK_COLUMNS:  # a benchmark: the set its tasks resolve
             folder = Path(resolve(args.set).value)  # fetched first where the release has it
             folder = folder.parent if folder.name == VERIFIED_SUBSET else folder
-        manifest = verify_set(folder, PerturbConfig.from_yaml(args.config), args.max_failure_rate)
+        verified = verify_set(folder, PerturbConfig.from_yaml(args.config), args.max_failure_rate)
     except (ValueError, PerturbedSetError, FileNotFoundError) as exc:
         return refuse("verify", exc)
     except TooManyFailures as exc:
         print(f"lmms-contam verify: nothing written: {exc}; rerun when the endpoint works (verdicts made are kept)",
               file=sys.stderr)  # fmt: skip
         return 1
-    verification = manifest["verification"]
-    print(f"{manifest['benchmark']}: kept {verification['kept']} of {verification['of']} items -> "
-          f"{Path(manifest['source']).parent / VERIFIED_SUBSET} (the tasks read it from now on)")  # fmt: skip
-    for outcome, count in sorted(manifest["outcomes"].items()):
+    print(f"{verified.benchmark}: kept {verified.kept} of {verified.items} items -> {verified.folder} (the tasks "
+          "read it from now on)")  # fmt: skip
+    for outcome, count in sorted(verified.outcomes.items()):
         print(f"  {count}: {outcome}")
-    cost = manifest["cost"]
-    print(f"  judge: {cost['calls']} verdicts stored, ${cost['usd']}")
+    print(f"  judge: {verified.judge_calls} verdicts stored, ${verified.cost_usd}")
     return 0
 
 

@@ -11,6 +11,7 @@ import io
 import json
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from PIL import Image
@@ -34,6 +35,17 @@ from lmms_contam.store import StageStore
 IMAGE_STAGE = "image"
 
 
+@dataclass(frozen=True)
+class PerturbResult:
+    """What a run built (the manifest holds this with the recipe and the editor's models)."""
+
+    items: int
+    kept: int
+    skipped: dict[str, dict[str, int]]  # per stage, each reason with its count
+    cost: dict[str, dict]  # per API stage: calls, tokens and dollars of every stored answer
+    shard: str | None = None  # "I/N": one shard's stage results only, nothing assembled
+
+
 def run(
     benchmark: str,
     items: Iterable[Item | Skipped],
@@ -42,7 +54,7 @@ def run(
     editor: Editor | None = None,
     shard: tuple[int, int] = (0, 1),
     max_failure_rate: float = 0.5,
-) -> dict:
+) -> PerturbResult:
     """Run every stage; with shard=(i, n) only every n-th item from the i-th (one process per GPU),
     leaving the assembly to a final run without a shard, which finds every stage result stored.
 
@@ -136,15 +148,17 @@ def run(
             _write_manifest(out, benchmark, config, editor, {**summary, "complete": False, "problems": problems},
                             store)  # fmt: skip
         raise TooManyFailures("; ".join(problems))
+    result = PerturbResult(summary["items"], summary["kept"], summary["skipped"], _cost(store))
     if count > 1:
-        return {**summary, "shard": f"{index}/{count}", "cost": _cost(store)}
+        return replace(result, shard=f"{index}/{count}")
     if rows:
         write_parquet(rows, benchmark, out / "data.parquet")
-    return _write_manifest(out, benchmark, config, editor, {**summary, "complete": True}, store)
+    _write_manifest(out, benchmark, config, editor, {**summary, "complete": True}, store)
+    return result
 
 
 def _write_manifest(out: Path, benchmark: str, config: PerturbConfig, editor: Editor, summary: dict,
-                    store: StageStore) -> dict:  # fmt: skip
+                    store: StageStore) -> None:  # fmt: skip
     manifest = {
         "kind": "lmms-contam perturb",
         "lmms_contam_version": __version__,
@@ -165,7 +179,6 @@ def _write_manifest(out: Path, benchmark: str, config: PerturbConfig, editor: Ed
     }
     with atomic_path(out / "data.manifest.json") as tmp:
         tmp.write_text(json.dumps(manifest, indent=2) + "\n")
-    return manifest
 
 
 def _row(benchmark, key, item, new_answer, caption, store, config, drifted, verdict, decision) -> dict:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import datasets
@@ -55,9 +56,22 @@ def _item(row: dict, benchmark: str) -> Item:
                 row["original_image"], extra)  # fmt: skip
 
 
-def verify_set(folder: str | Path, config: PerturbConfig, max_failure_rate: float = 0.5) -> dict:
-    """Judge and drift-check every item of the set in `folder`; write the kept subset and its manifest, and
-    return the manifest. Raises llm.TooManyFailures (nothing written) when the judge's calls fail."""
+@dataclass(frozen=True)
+class VerifiedSubset:
+    """What `verify` kept and why the rest went; its manifest holds this and the recipe."""
+
+    benchmark: str
+    folder: Path  # <set>/verified/, which the tasks read from now on
+    items: int
+    kept: int
+    outcomes: dict[str, int]  # "kept", or each reason to reject, with its count
+    judge_calls: int  # verdicts stored, this run's and earlier runs'
+    cost_usd: float
+
+
+def verify_set(folder: str | Path, config: PerturbConfig, max_failure_rate: float = 0.5) -> VerifiedSubset:
+    """Judge and drift-check every item of the set in `folder`; write the kept subset and its manifest.
+    Raises llm.TooManyFailures (nothing written) when the judge's calls fail."""
     if config.judge is None:
         raise ValueError("the recipe has no verify.judge section: verification needs a judge model")
     folder = Path(folder).resolve()
@@ -114,4 +128,5 @@ def verify_set(folder: str | Path, config: PerturbConfig, max_failure_rate: floa
         rows.select(kept).to_parquet(str(tmp))
     with atomic_path(out / "data.manifest.json") as tmp:
         tmp.write_text(json.dumps(manifest, indent=2) + "\n")
-    return manifest
+    cost = manifest["cost"]
+    return VerifiedSubset(benchmark, out, len(rows), len(kept), dict(outcomes), cost["calls"], cost["usd"])

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from lmms_contam.atomic import atomic_path
 from lmms_contam.perturb.config import PerturbConfig
-from lmms_contam.perturb.verify_set import verify_set
+from lmms_contam.perturb.verify_set import VerifiedSubset, verify_set
 from lmms_contam.report.build import build as build_report
 from lmms_contam.schema import VERIFIED_SUBSET
 from lmms_contam.synthetic import benchmark, experiment
@@ -114,7 +114,7 @@ def flawed_set(folder: Path, items: int, rate: float) -> Path:
     return benchmark.build_test_set(items, data, flaw_rate=rate)
 
 
-def screening(rate: float, data: Path, manifest: dict) -> Screening:
+def screening(rate: float, data: Path, verified: VerifiedSubset) -> Screening:
     kept = set(pq.read_table(data.parent / VERIFIED_SUBSET / "data.parquet", columns=["item_id"])["item_id"]
                .to_pylist())  # fmt: skip
     ids = pq.read_table(data, columns=["item_id"])["item_id"].to_pylist()
@@ -126,7 +126,7 @@ def screening(rate: float, data: Path, manifest: dict) -> Screening:
     return Screening(rate, len(ids), len(kept), {k: len(v) for k, v in flawed.items()},
                      {k: sum(i not in kept for i in v) for k, v in flawed.items()}, len(good),
                      sum(i not in kept for i in good), len(ambiguous), sum(i not in kept for i in ambiguous),
-                     manifest["outcomes"])  # fmt: skip
+                     verified.outcomes)  # fmt: skip
 
 
 def check(rows: list[FlawRow]) -> list[Check]:
@@ -164,8 +164,8 @@ def run(study: FlawSetup, out: str | Path) -> FlawOutcome:
     with IdealReaderJudge() as judge:
         for rate in study.rates:
             sets[rate] = flawed_set(out / "flaws" / f"f{rate:.2f}", setup.recipe.test_items, rate)
-            manifest = verify_set(sets[rate].parent, replace(recipe, judge_endpoint=judge.endpoint), 0.0)
-            screenings.append(screening(rate, sets[rate], manifest))
+            verified = verify_set(sets[rate].parent, replace(recipe, judge_endpoint=judge.endpoint), 0.0)
+            screenings.append(screening(rate, sets[rate], verified))
     rows = []
     for rate in study.rates:
         for verified in (False, True):
