@@ -11,12 +11,12 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy.stats import binomtest, fisher_exact
+from scipy.stats import binomtest, fisher_exact, norm
 
 DEFAULT_RESAMPLES = 10_000
 # Below this many items on either side, a subset comparison reports counts but no verdict.
 MIN_SUBSET = 10
-_CHUNK = 500
+PSEUDO_PAIRS = 0.25  # per cell of the paired 2x2 table, for a whole benchmark (see delta_interval)
 
 
 def stable_seed(*parts: str) -> int:
@@ -37,7 +37,9 @@ def accuracy(correct: Sequence[float], strata: Sequence[str] | None = None) -> f
 
 
 def mcnemar_exact_p(original: Sequence[int], perturbed: Sequence[int]) -> float:
-    """Two-sided exact McNemar test: a binomial test on the discordant pairs."""
+    """Two-sided exact McNemar test: a binomial test on the discordant pairs (NaN without pairs)."""
+    if len(original) == 0:
+        return float("nan")
     right_to_wrong, wrong_to_right = discordant_counts(original, perturbed)
     n = right_to_wrong + wrong_to_right
     if n == 0:
@@ -72,33 +74,41 @@ def discordant_counts(original: Sequence[int], perturbed: Sequence[int]) -> tupl
     return int(np.sum(a & ~b)), int(np.sum(~a & b))
 
 
-def paired_bootstrap_ci(
-    original: Sequence[float],
-    perturbed: Sequence[float],
-    strata: Sequence[str] | None = None,
-    *,
-    seed: int,
-    n_resamples: int = DEFAULT_RESAMPLES,
-    confidence: float = 0.95,
-) -> tuple[float, float]:
-    """Percentile CI of accuracy(perturbed) - accuracy(original), resampling whole pairs.
+def delta_interval(right_to_wrong, wrong_to_right, pairs, weight, confidence: float = 0.95):
+    """The CI of a weighted sum of groups' paired deltas, from each group's counts (groups on the last
+    axis; leading axes are independent data sets, as in a coverage simulation).
 
-    With strata, pairs are resampled within each stratum and the macro average is taken, so every
-    bootstrap replicate weighs the strata as the benchmark does.
+    A normal interval on the stratified variance: each group's is the unbiased variance of its pairs'
+    differences, after PSEUDO_PAIRS in every cell of the paired 2x2 table, spread over the groups by
+    size. The pseudo-pairs keep an interval open when few pairs disagree (a bootstrap gives zero width
+    when none do, and resampling 3-10 pairs per stratum underestimates the variance).
     """
-    diff = np.asarray(perturbed, dtype=float) - np.asarray(original, dtype=float)
-    if diff.size == 0:
+    b, c, n, w = (np.asarray(x, dtype=float) for x in (right_to_wrong, wrong_to_right, pairs, weight))
+    pseudo = PSEUDO_PAIRS * n / n.sum(axis=-1, keepdims=True)
+    b_, c_, n_ = b + pseudo, c + pseudo, n + 4 * pseudo
+    variance = ((b_ + c_) / n_ - ((c_ - b_) / n_) ** 2) * n / np.maximum(n - 1, 1)
+    delta = (w * (c - b) / n).sum(axis=-1)
+    half = norm.ppf(0.5 + confidence / 2) * np.sqrt((w**2 * variance / n).sum(axis=-1))
+    return np.clip(delta - half, -1.0, 1.0), np.clip(delta + half, -1.0, 1.0)
+
+
+def paired_delta_ci(
+    original: Sequence[float], perturbed: Sequence[float], strata: Sequence[str] | None = None,
+    confidence: float = 0.95,
+) -> tuple[float, float]:  # fmt: skip
+    """CI of accuracy(perturbed) - accuracy(original) over 0/1 pairs, macro-averaged over strata as the
+    benchmark averages them. Strata of one pair have no variance of their own: they are pooled for it."""
+    a, b = np.asarray(original, dtype=int), np.asarray(perturbed, dtype=int)
+    if a.size == 0:
         return float("nan"), float("nan")
-    labels = np.zeros(diff.size, dtype=int) if strata is None else np.unique(np.asarray(strata), return_inverse=True)[1]
-    rng = np.random.default_rng(seed)
-    replicates = np.zeros(n_resamples)
-    groups = [diff[labels == label] for label in np.unique(labels)]
-    for start in range(0, n_resamples, _CHUNK):
-        size = min(_CHUNK, n_resamples - start)
-        per_group = [group[rng.integers(0, group.size, size=(size, group.size))].mean(axis=1) for group in groups]
-        replicates[start : start + size] = np.mean(per_group, axis=0)
-    tail = (1.0 - confidence) / 2.0 * 100.0
-    low, high = np.percentile(replicates, [tail, 100.0 - tail])
+    labels = np.zeros(a.size, dtype=int) if strata is None else np.unique(np.asarray(strata), return_inverse=True)[1]
+    sizes = np.bincount(labels)
+    groups = [(labels == label, 1) for label in np.flatnonzero(sizes > 1)]
+    lone = np.isin(labels, np.flatnonzero(sizes == 1))
+    if lone.any():
+        groups.append((lone, int(lone.sum())))  # weighs as the strata it holds
+    counts = np.array([[*discordant_counts(a[g], b[g]), g.sum(), strata_held] for g, strata_held in groups])
+    low, high = delta_interval(counts[:, 0], counts[:, 1], counts[:, 2], counts[:, 3] / sizes.size, confidence)
     return float(low), float(high)
 
 
@@ -124,15 +134,11 @@ def compare_paired(
     perturbed: Sequence[int],
     strata: Sequence[str] | None = None,
     *,
-    n_resamples: int = DEFAULT_RESAMPLES,
     confidence: float = 0.95,
-    with_ci: bool = True,
 ) -> PairedComparison:
-    """Everything the verdict needs from one model on one benchmark.
+    """Everything the verdict needs from one model on one benchmark (NaN figures without pairs).
 
-    Pairs are put in id order first, and the bootstrap seed comes from the ids, so the result does
-    not depend on the order the harness happened to score them in. with_ci=False skips the
-    bootstrap (the CI fields are then NaN) for callers that need only the point figures.
+    Pairs are put in id order first, so nothing depends on the order the harness scored them in.
     """
     order = np.argsort(np.asarray(pair_ids, dtype=str), kind="stable")
     ids = [str(pair_ids[i]) for i in order]
@@ -140,13 +146,7 @@ def compare_paired(
     b = np.asarray(perturbed, dtype=int)[order]
     s = None if strata is None else np.asarray(strata)[order]
     acc_a, acc_b = accuracy(a, s), accuracy(b, s)
-    low, high = (
-        paired_bootstrap_ci(
-            a, b, s, seed=stable_seed("paired-bootstrap", *ids), n_resamples=n_resamples, confidence=confidence
-        )
-        if with_ci
-        else (float("nan"), float("nan"))
-    )
+    low, high = paired_delta_ci(a, b, s, confidence)
     right_to_wrong, wrong_to_right = discordant_counts(a, b)
     return PairedComparison(
         n_pairs=len(ids),
@@ -185,11 +185,10 @@ def group_accuracies(correct_by_group: dict[str, dict[str, int]]) -> dict[str, f
     return scores
 
 
-def bootstrap_accuracy_ci(
-    correct: Sequence[int], strata: Sequence[str] | None = None, *, seed: int, confidence: float = 0.95
-) -> tuple[float, float]:
-    """Percentile CI of one side's accuracy (same resampling as the paired CI, against zero)."""
-    return paired_bootstrap_ci(np.zeros(len(correct)), correct, strata, seed=seed, confidence=confidence)
+def accuracy_ci(correct: Sequence[int], strata: Sequence[str] | None = None, confidence: float = 0.95
+                ) -> tuple[float, float]:  # fmt: skip
+    """CI of one side's accuracy: the paired interval against a side that is never right."""
+    return paired_delta_ci(np.zeros(len(correct), dtype=int), correct, strata, confidence)
 
 
 @dataclass(frozen=True)

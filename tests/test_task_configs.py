@@ -60,6 +60,9 @@ def test_task_loads_and_every_function_runs_on_a_document(path, manager, with_se
     assert isinstance(prompt, str) and question and question[:10] in prompt
     # Every aggregation over the whole set, for a model right on every document: known values.
     values = _aggregated(task, docs, "contam_gold")
+    if "delta_ci_low" in values:  # no pair disagrees: an interval around 0, open (12 pairs do not prove 0)
+        low, high = values.pop("delta_ci_low"), values.pop("delta_ci_high")
+        assert low == pytest.approx(-high) and high > 0.05, name
     assert values == pytest.approx(_when_always_right(values, docs[0]["contam_n_options"])), name
     if name.endswith("_contam"):  # and for a memoriser: right on every original, wrong on every counterfactual
         memorised = _aggregated(task, docs, "contam_original_answer")
@@ -79,7 +82,7 @@ def _aggregated(task, docs: list[dict], answer_field: str) -> dict[str, float]:
 
 # What each aggregation gives when every answer is right (12 items); any other metric is one of the built-in
 # tasks' accuracies (MMStar's categories and average, RealWorldQA's exact match, NaturalBench's four), so 1.
-ALWAYS_RIGHT = {"delta": 0.0, "delta_ci_low": 0.0, "delta_ci_high": 0.0, "mcnemar_p": 1.0, "n_flagged": 0.0,
+ALWAYS_RIGHT = {"delta": 0.0, "mcnemar_p": 1.0, "n_flagged": 0.0,
                 "n_pairs": 12.0, "circular_drop": 0.0, "circular_p": 1.0, "n_inconsistent": 0.0, "n_items": 12.0,
                 "shuffle_delta": 0.0, "shuffle_p": 1.0, "n_flipped": 0.0, "n_right": 12.0}  # fmt: skip
 

@@ -33,7 +33,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="contamination verdicts from lmms-eval output folders (Markdown, JSON, HTML)",
         description="Read lmms-eval outputs of the plugin's tasks (run with --log_samples): *_contam, or "
         "*_original and *_perturbed from separate runs, for any number of models. For each model and "
-        "benchmark: accuracies, delta with a 95% paired bootstrap CI, exact McNemar test with Holm's "
+        "benchmark: accuracies, delta with a 95% CI (stratified, pairs kept together), exact McNemar test with Holm's "
         "correction across benchmarks, and a verdict: contaminated (delta < 0, significant), "
         "inconclusive (delta < 0, not significant) or no evidence (delta >= 0).",
     )

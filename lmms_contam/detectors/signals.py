@@ -75,8 +75,7 @@ def _strata(first_versions: list[dict]) -> list[str] | None:
 def _order_signal(detector: str, items: dict[str, dict], changed: Callable[[dict], int]) -> DetectorSignal:
     reference = [versions["rotation0" if detector == CIRCULAR else "original_order"] for versions in items.values()]
     comparison = stats.compare_paired(
-        list(items), [r["correct"] for r in reference], [changed(v) for v in items.values()], _strata(reference),
-        with_ci=False,
+        list(items), [r["correct"] for r in reference], [changed(v) for v in items.values()], _strata(reference)
     )  # fmt: skip
     return DetectorSignal(
         detector, comparison.n_pairs, comparison.acc_original, comparison.acc_perturbed, comparison.mcnemar_p,

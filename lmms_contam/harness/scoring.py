@@ -6,7 +6,6 @@ post-hoc tools join on and, for paired tasks, the statistics from `lmms_contam.s
 
 from __future__ import annotations
 
-import functools
 from collections import defaultdict
 from collections.abc import Callable
 
@@ -102,7 +101,7 @@ synthetic_option_shuffle_results = detector_results["synthetic", OPTION_SHUFFLE]
 synthetic_text_only_results = detector_results["synthetic", TEXT_ONLY]
 
 
-def paired_comparison(records: list[dict], with_ci: bool = True) -> stats.PairedComparison:
+def paired_comparison(records: list[dict]) -> stats.PairedComparison:
     """Join the two versions of each item; an item seen in only one version is left out, with a warning."""
     complete = versions_by_item(records, lambda versions: len(versions) == 2)
     items = list(complete)
@@ -112,7 +111,6 @@ def paired_comparison(records: list[dict], with_ci: bool = True) -> stats.Paired
         [complete[i]["original"]["correct"] for i in items],
         [complete[i]["perturbed"]["correct"] for i in items],
         strata if all(strata) else None,
-        with_ci=with_ci,
     )
 
 
@@ -127,8 +125,7 @@ def _aggregation(compute: Callable[[list[dict]], object], field: str) -> Callabl
 
 
 def _paired_statistic(field: str) -> Callable[[list[dict]], float]:
-    # Each metric aggregates on its own; only the two CI bounds pay for the bootstrap.
-    return _aggregation(functools.partial(paired_comparison, with_ci=field in ("ci_low", "ci_high")), field)
+    return _aggregation(paired_comparison, field)
 
 
 acc_original = _paired_statistic("acc_original")

@@ -62,13 +62,12 @@ def analyse(entry: ModelBenchmark) -> BenchmarkResult:
     comparison = stats.compare_paired(
         ids, [o.correct for o in original], [p.correct for p in perturbed], strata_or_none
     )
-    seed = stats.stable_seed("accuracy", entry.model, entry.benchmark, *ids)
     return BenchmarkResult(
         model=entry.model,
         benchmark=entry.benchmark,
         comparison=comparison,
-        ci_original=stats.bootstrap_accuracy_ci([o.correct for o in original], strata_or_none, seed=seed),
-        ci_perturbed=stats.bootstrap_accuracy_ci([p.correct for p in perturbed], strata_or_none, seed=seed + 1),
+        ci_original=stats.accuracy_ci([o.correct for o in original], strata_or_none),
+        ci_perturbed=stats.accuracy_ci([p.correct for p in perturbed], strata_or_none),
         categories=_category_deltas(original, perturbed) if strata_or_none else [],
         group_metrics=_group_metrics(original, perturbed),
         flagged=[FlaggedItem(o, p) for o, p in zip(original, perturbed, strict=True) if o.correct and not p.correct],

@@ -156,7 +156,7 @@ def to_html(analysed: Analysed) -> str:
     sections = [
         "<h1>Contamination report</h1>",
         f"<p>Semantic perturbation: delta = accuracy on counterfactuals - accuracy on originals, same items; "
-        f"95% paired bootstrap CI; exact McNemar test, Holm-corrected across each model's benchmarks; "
+        f"95% stratified CI; exact McNemar test, Holm-corrected across each model's benchmarks; "
         f"contaminated = delta &lt; 0 and p (Holm) &lt; {alpha}.</p>",
     ]
     if results or analysed.scanned:

@@ -271,8 +271,8 @@ def to_markdown(analysed: Analysed) -> str:
     parts = ["# Contamination report (lmms-contam)", ""]
     if results:
         parts += [
-            f"Semantic perturbation: accuracy in %; delta = perturbed - original on the same items, 95% paired "
-            f"bootstrap CI; exact McNemar test, Holm-corrected across each model's benchmarks; contaminated = "
+            f"Semantic perturbation: accuracy in %; delta = perturbed - original on the same items, 95% "
+            f"stratified CI; exact McNemar test, Holm-corrected across each model's benchmarks; contaminated = "
             f"delta < 0 and p (Holm) < {alpha}.",
             "",
         ]
