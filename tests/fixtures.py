@@ -17,6 +17,9 @@ from PIL import Image
 from lmms_contam.schema import SCHEMA_VERSION, option_letters, write_parquet
 from lmms_contam.synthetic.benchmark import build_test_set
 
+# The paper authors' released TSVs, as shared/ holds them beside the checkout.
+RELEASE = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "mm-perturb"
+
 SKIMAGE_PHOTOS = (
     "astronaut", "chelsea", "coffee", "rocket", "hubble_deep_field", "retina", "immunohistochemistry",
     "colorwheel", "camera", "coins", "horse", "page", "text", "grass", "gravel", "brick",
@@ -66,10 +69,15 @@ def _provenance(benchmark: str) -> str:
     return json.dumps({"source": "lmms-contam test fixture", "benchmark": benchmark})
 
 
+LABELLED_MMSTAR_ITEM = 2
+
+
 def mmstar_rows(photos: list[bytes]) -> list[dict]:
     rows = []
     for i, (category, l2) in enumerate(MMSTAR_L2):
         options = [f"object {i}-{k}" for k in range(4)]
+        if i == LABELLED_MMSTAR_ITEM:  # an option naming option letters: CircularEval leaves the item out
+            options[2] = "A and B"
         letters = option_letters(4)
         original = letters[_pick("mmstar", str(i)) % 4]
         listed = ", ".join(f"{letter}: {text}" for letter, text in zip(letters, options, strict=True))

@@ -20,12 +20,14 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import metric, point_at_sets, run_lmms_eval
+from fixtures import RELEASE
 from PIL import Image
 from scipy.stats import binomtest
 
 from lmms_contam import stats
-from lmms_contam.detectors.options import gold_moving_shuffle, reorder_question, rotations
-from lmms_contam.detectors.signals import CIRCULAR, OPTION_SHUFFLE, TEXT_ONLY, DetectorSignal
+from lmms_contam.benchmarks.mm_perturb import read_tsv, row_options
+from lmms_contam.detectors.options import gold_moving_shuffle, names_option_letters, reorder_question, rotations
+from lmms_contam.detectors.signals import CIRCULAR, OPTION_SHUFFLE, TEXT_ONLY, UNROTATED, DetectorSignal
 from lmms_contam.imaging import BLANK_GREY
 from lmms_contam.schema import PerturbedSetError, option_letters
 
@@ -78,6 +80,41 @@ def test_a_question_that_does_not_list_its_options_is_refused():
         reorder_question("mmstar", "m7", MMSTAR_QUESTION, ["one", "two", "three", "five"], (1, 0, 2, 3))
     with pytest.raises(PerturbedSetError, match="not naturalbench"):
         reorder_question("naturalbench", "n1", "Is it a cat?", ["Yes", "No"], (1, 0))
+
+
+def test_circular_eval_leaves_out_options_that_name_option_letters():
+    """VLMEvalKit's rule, case by case, and on the paper authors' released TSVs."""
+    assert names_option_letters(["cat", "dog", "A and B", "none"])  # two letters named in one option
+    assert names_option_letters(["cat", "B", "dog", "bird"])  # an option that is a letter
+    assert names_option_letters(["AB", "x", "y", "z"])  # a run of the alphabet, as VLMEvalKit reads it
+    assert not names_option_letters(["Option A", "a and b", "A cat", "E and F"])  # one letter; lower case; no D+
+    tables = {name: read_tsv(RELEASE / f"{name}_pert_local.tsv") for name in ("MMStar", "RealWorldQA")}
+    counts = {name: sum(names_option_letters(row_options(row)) for _, row in table.iterrows())
+              for name, table in tables.items()}  # fmt: skip
+    assert counts == {"MMStar": 117, "RealWorldQA": 1}  # MMStar: 117 of 1500, the figure VLMEvalKit's tool gives
+
+
+def test_the_switch_rotates_the_items_left_out_too(with_sets, monkeypatch):
+    from lmms_contam.harness import docs
+
+    variants = [doc["contam_variant"] for doc in docs.mmstar_circular(None)]
+    assert variants.count(UNROTATED) == 1 and len(variants) == 11 * 4 + 1  # the fixture's one such item
+    monkeypatch.setenv(docs.ROTATE_ALL_ENV, "1")
+    variants = [doc["contam_variant"] for doc in docs.mmstar_circular(None)]
+    assert UNROTATED not in variants and len(variants) == 12 * 4
+
+
+def test_an_item_left_out_counts_by_its_one_answer():
+    from lmms_contam.detectors.signals import circular
+
+    def record(item, variant, correct):
+        return {"item_id": item, "variant": variant, "correct": correct, "stratum": "", "n_options": 2}
+
+    records = [record("a", "rotation0", 1), record("a", "rotation1", 0), record("b", UNROTATED, 1),
+               record("c", UNROTATED, 0)]  # fmt: skip
+    signal = circular(records)
+    assert (signal.n_items, signal.n_excluded, signal.n_changed) == (3, 2, 1)
+    assert (signal.reference, signal.score) == pytest.approx((2 / 3, 1 / 3))
 
 
 def test_above_chance_p_is_the_exact_tail():
@@ -190,10 +227,16 @@ def test_detector_scores_through_lmms_eval(detector_runs, fixture_sets, model):
         ids, originals = list(rows["item_id"]), list(rows["original_answer"])
 
         circular = logged_versions(run, benchmark, CIRCULAR, rows)
+        excluded = 0
         for item, row in zip(ids, rows.itertuples(), strict=True):
+            if names_option_letters(list(row.options)):  # asked once, in its own order (VLMEvalKit's rule)
+                assert circular[item] == {UNROTATED: row.original_answer}
+                excluded += 1
+                continue
             golds = [circular[item][f"rotation{r}"] for r in range(len(row.options))]
             assert sorted(golds) == option_letters(len(row.options)), "every rotation puts the gold elsewhere"
             assert golds[0] == row.original_answer
+        assert excluded == (1 if benchmark == "mmstar" else 0)  # the fixture's one such item
         vanilla = [int(answer(o, o) == o) for o in originals]
         every = [int(all(answer(g, o) == g for g in circular[i].values())) for i, o in zip(ids, originals, strict=True)]
         p, lost = mcnemar(vanilla, every)
@@ -206,6 +249,7 @@ def test_detector_scores_through_lmms_eval(detector_runs, fixture_sets, model):
         assert metric(run, task, "circular_p") == pytest.approx(p)
         assert metric(run, task, "n_inconsistent") == lost
         assert metric(run, task, "n_items") == len(rows)
+        assert metric(run, task, "n_excluded") == excluded
 
         shuffled = logged_versions(run, benchmark, OPTION_SHUFFLE, rows)
         moved = [shuffled[i]["shuffled"] for i in ids]

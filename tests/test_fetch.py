@@ -16,14 +16,13 @@ import datasets
 import numpy as np
 import pytest
 from conftest import metric, run_lmms_eval
-from fixtures import real_photos
+from fixtures import RELEASE, real_photos
 from loopback_github import LoopbackGitHub
 
 from lmms_contam.benchmarks.mm_perturb import read_tsv, row_options
 from lmms_contam.benchmarks.mm_perturb_release import COMMIT, REPOSITORY, TAG, TSVS
 
 pytestmark = pytest.mark.slow
-RELEASE = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "mm-perturb"
 TOKEN = "ghp_loopbackTokenNeverStored0123456789"
 ASSET = "perturbed_images.zip"
 

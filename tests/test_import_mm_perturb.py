@@ -11,11 +11,10 @@ from pathlib import Path
 import datasets
 import pytest
 from conftest import metric, run_lmms_eval
-from fixtures import mmstar_rows, real_photos
+from fixtures import RELEASE, mmstar_rows, real_photos
 
 from lmms_contam.benchmarks.mm_perturb import local_image, read_tsv, row_options
 
-RELEASE = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "mm-perturb"
 AUTHORS_ROOT = "/u/j/a/jadenpark/LMUData/images"
 
 

@@ -14,6 +14,7 @@ from fixtures import answers_right, mmstar_rows, naturalbench_rows, real_photos,
 from scipy.stats import binomtest
 
 from lmms_contam import stats
+from lmms_contam.detectors.options import names_option_letters
 
 pytestmark = pytest.mark.slow
 BENCHMARKS = ("mmstar", "naturalbench", "realworldqa")
@@ -262,10 +263,18 @@ def test_peer_detectors_sit_beside_the_perturbation_verdict(outputs, tmp_path):
         task = json.loads(results_file.read_text())["results"][f"{benchmark}_{detector}"]
         for field, name in zip(DETECTOR_FIELDS, DETECTOR_METRICS[detector], strict=True):
             assert entry[field] == pytest.approx(task[f"{name},none"]), (detector, field)
-    # The memoriser answers the letter it memorised: every rotation and shuffle breaks it, and it
-    # answers every question without looking (12 of 12 against a chance of 1/4).
+        if detector == "circular":
+            assert entry["n_excluded"] == task["n_excluded,none"]
+    # The memoriser answers the letter it memorised: every rotation and shuffle breaks it, except on
+    # the item CircularEval leaves out (asked once, unrotated), and it answers every question without
+    # looking (12 of 12 against a chance of 1/4).
     memoriser = {d: e for (m, _, d), e in entries.items() if m == "contam_test_memoriser"}
-    assert memoriser["circular"]["signal"] == memoriser["option_shuffle"]["signal"] == -1.0
+    rows = mmstar_rows(real_photos())
+    kept_by_stratum = stats.accuracy([int(names_option_letters(r["options"])) for r in rows],
+                                     [r["l2_category"] for r in rows])  # fmt: skip
+    assert memoriser["circular"]["n_excluded"] == 1
+    assert memoriser["circular"]["signal"] == pytest.approx(kept_by_stratum - 1.0)
+    assert memoriser["option_shuffle"]["signal"] == -1.0
     assert memoriser["text_only"]["signal"] == pytest.approx(0.75)
     assert memoriser["text_only"]["p_value"] == pytest.approx(0.25**12)
     assert all(e["flagged"] for e in memoriser.values())
@@ -276,8 +285,10 @@ def test_peer_detectors_sit_beside_the_perturbation_verdict(outputs, tmp_path):
 
     markdown = report(*args).stdout
     assert "## Peer detectors" in markdown
+    lost = binomtest(11, 11).pvalue  # the 11 rotated items, each right in order and wrong when rotated
     assert (
-        "| contam\\_test\\_memoriser | mmstar | -100.0 (contaminated) | -100.0 (flagged, p 0.00049, n 12) |" in markdown
+        f"| contam\\_test\\_memoriser | mmstar | -100.0 (contaminated) | {100 * (kept_by_stratum - 1):+.1f} "
+        f"(flagged, p {lost:.2g}, n 12) |" in markdown
     )
     assert f"| dummy (response=A) | realworldqa | - | {-100 * right / 12:+.1f} (" in markdown
     assert "<h2>Peer detectors</h2>" in page.read_text()

@@ -6,6 +6,9 @@ are drawn from a generator seeded by hashlib of the item id, so every process an
 
 from __future__ import annotations
 
+import re
+import string
+
 import numpy as np
 
 from lmms_contam.benchmarks.loaders import LETTER_LINE, MMSTAR_OPTIONS, mmstar_options, realworldqa_options
@@ -18,11 +21,24 @@ LINES = "lines"  # RealWorldQA: one "A. x" line per option
 LAYOUTS = {"mmstar": INLINE, "synthetic": INLINE, "realworldqa": LINES}
 
 Order = tuple[int, ...]
+NOT_A_LETTER = re.compile(r"[^A-Za-z]")
 
 
 def rotations(n_options: int) -> list[Order]:
     """CircularEval's n orders: rotation r shows old option (j + r) mod n at position j."""
     return [tuple((j + r) % n_options for j in range(n_options)) for r in range(n_options)]
+
+
+def names_option_letters(options: list[str]) -> bool:
+    """VLMEvalKit's rule for leaving an item out of CircularEval: an option whose text names two or more
+    of the item's option letters as words ("A and B"; case-sensitive, anything but ASCII letters splits
+    words), or that is itself a letter or a run of the alphabet ("B", "CD"). Rotating such an item
+    changes what its options mean."""
+    letters = set(option_letters(len(options)))
+    for text in options:
+        if len(letters & set(NOT_A_LETTER.sub(" ", text).split())) > 1 or (text and text in string.ascii_uppercase):
+            return True
+    return False
 
 
 def gold_moving_shuffle(item_id: str, n_options: int, gold_index: int) -> Order:

@@ -2,8 +2,8 @@
 report's detector comparison are the same numbers.
 
 Records are the `contam_ids` dicts the plugin's tasks log (item_id, variant, correct, stratum,
-n_options). Variants: `rotation<r>` for CircularEval, `original_order`/`shuffled` for the option shuffle,
-`text_only` for the image withheld.
+n_options). Variants: `rotation<r>` for CircularEval (`unrotated` for an item it leaves out, asked once
+in its own order), `original_order`/`shuffled` for the option shuffle, `text_only` for the image withheld.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from lmms_contam import stats
 CIRCULAR = "circular"
 OPTION_SHUFFLE = "option_shuffle"
 TEXT_ONLY = "text_only"
+UNROTATED = "unrotated"  # an item CircularEval leaves out (options that name option letters), asked once
 DETECTORS = (CIRCULAR, OPTION_SHUFFLE, TEXT_ONLY)
 
 LABELS = {CIRCULAR: "CircularEval", OPTION_SHUFFLE: "option shuffle", TEXT_ONLY: "text-only"}
@@ -38,6 +39,7 @@ class DetectorSignal:
     score: float  # circular accuracy, accuracy with shuffled options, or accuracy without the image
     p_value: float  # exact McNemar against the reference; one-sided Poisson-binomial for text-only
     n_changed: int  # right in the original order but not under rotation/shuffle; text-only: items right
+    n_excluded: int = 0  # CircularEval: items asked once, unrotated (counted in both accuracies)
 
     @property
     def signal(self) -> float:
@@ -72,32 +74,39 @@ def _strata(first_versions: list[dict]) -> list[str] | None:
     return strata if all(strata) else None
 
 
-def _order_signal(detector: str, items: dict[str, dict], changed: Callable[[dict], int]) -> DetectorSignal:
-    reference = [versions["rotation0" if detector == CIRCULAR else "original_order"] for versions in items.values()]
+def _order_signal(detector: str, items: dict[str, dict], reference: Callable[[dict], dict],
+                  changed: Callable[[dict], int], n_excluded: int = 0) -> DetectorSignal:  # fmt: skip
+    first = [reference(versions) for versions in items.values()]
     comparison = stats.compare_paired(
-        list(items), [r["correct"] for r in reference], [changed(v) for v in items.values()], _strata(reference)
+        list(items), [r["correct"] for r in first], [changed(v) for v in items.values()], _strata(first)
     )  # fmt: skip
     return DetectorSignal(
         detector, comparison.n_pairs, comparison.acc_original, comparison.acc_perturbed, comparison.mcnemar_p,
-        comparison.right_to_wrong,
+        comparison.right_to_wrong, n_excluded,
     )  # fmt: skip
 
 
 def circular(records: Iterable[dict]) -> DetectorSignal:
-    """CircularEval: an item counts only if every rotation of its options is answered right."""
+    """CircularEval: an item counts only if every rotation of its options is answered right; an item it
+    leaves out counts as VLMEvalKit counts it, by its one unrotated answer."""
 
     def complete(versions: dict[str, dict]) -> bool:
         n = next(iter(versions.values()))["n_options"]
-        return set(versions) == {f"rotation{r}" for r in range(n)}
+        return set(versions) in ({f"rotation{r}" for r in range(n)}, {UNROTATED})
 
     items = versions_by_item(records, complete)
-    return _order_signal(CIRCULAR, items, lambda versions: int(all(r["correct"] for r in versions.values())))
+    return _order_signal(
+        CIRCULAR, items, lambda versions: versions.get("rotation0") or versions[UNROTATED],
+        lambda versions: int(all(r["correct"] for r in versions.values())),
+        sum(UNROTATED in versions for versions in items.values()),
+    )  # fmt: skip
 
 
 def option_shuffle(records: Iterable[dict]) -> DetectorSignal:
     """MM-Detect's option-order sensitivity: the same item with its options shuffled so the gold moves."""
     items = versions_by_item(records, lambda versions: set(versions) == {"original_order", "shuffled"})
-    return _order_signal(OPTION_SHUFFLE, items, lambda versions: versions["shuffled"]["correct"])
+    return _order_signal(OPTION_SHUFFLE, items, lambda versions: versions["original_order"],
+                         lambda versions: versions["shuffled"]["correct"])  # fmt: skip
 
 
 def text_only(records: Iterable[dict]) -> DetectorSignal:
@@ -122,7 +131,7 @@ SIGNALS: dict[str, Callable[[Iterable[dict]], DetectorSignal]] = {
 
 def detector_of(variant: str) -> str:
     """Which detector a record's variant belongs to."""
-    if variant.startswith("rotation"):
+    if variant.startswith("rotation") or variant == UNROTATED:
         return CIRCULAR
     if variant in ("original_order", "shuffled"):
         return OPTION_SHUFFLE

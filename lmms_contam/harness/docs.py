@@ -13,10 +13,16 @@ from collections.abc import Callable
 
 import datasets
 
-from lmms_contam.detectors.options import gold_letter, gold_moving_shuffle, reorder_question, rotations
-from lmms_contam.detectors.signals import CIRCULAR, OPTION_SHUFFLE, TEXT_ONLY
+from lmms_contam.detectors.options import (
+    gold_letter,
+    gold_moving_shuffle,
+    names_option_letters,
+    reorder_question,
+    rotations,
+)
+from lmms_contam.detectors.signals import CIRCULAR, OPTION_SHUFFLE, TEXT_ONLY, UNROTATED
 from lmms_contam.harness.builtin import BUILTIN_TASKS, VARIANTS
-from lmms_contam.harness.datasets import load_perturbed_set
+from lmms_contam.harness.datasets import load_perturbed_set, lookup
 from lmms_contam.imaging import blank_png, stored_size
 from lmms_contam.schema import IMAGE_COLUMNS, PerturbedSetError, option_letters
 from lmms_contam.stats import stable_seed
@@ -59,7 +65,17 @@ def _process_docs(benchmark: str, variants: tuple[str, ...]) -> Callable[[datase
     return process_docs
 
 
-def detector_versions(benchmark: str, detector: str, row: dict) -> list[dict]:
+ROTATE_ALL_ENV = "LMMS_CONTAM_CIRCULAR_ROTATE_ALL"
+
+
+def rotate_every_item() -> bool:
+    """$LMMS_CONTAM_CIRCULAR_ROTATE_ALL=1 (or `circular_rotate_all: true` in the config file): CircularEval
+    rotates the items whose options name option letters too, which VLMEvalKit leaves out."""
+    found = lookup(ROTATE_ALL_ENV, "circular_rotate_all", None, [])
+    return found is not None and str(found[0]).strip().lower() in ("1", "true", "yes")
+
+
+def detector_versions(benchmark: str, detector: str, row: dict, rotate_all: bool = False) -> list[dict]:
     """The documents a peer detector asks of one item, all built from its original version."""
     task = BUILTIN_TASKS[benchmark]
     options = list(row["options"])
@@ -75,7 +91,9 @@ def detector_versions(benchmark: str, detector: str, row: dict) -> list[dict]:
         blank = {"bytes": blank_png(stored_size(row["original_image"])), "path": None}
         return [task.doc(row, variant=TEXT_ONLY, gold=row["original_answer"], image=blank)]
     gold, n = letters.index(row["original_answer"]), len(options)
-    if detector == CIRCULAR:
+    if detector == CIRCULAR and names_option_letters(options) and not rotate_all:
+        orders = {UNROTATED: tuple(range(n))}
+    elif detector == CIRCULAR:
         orders = {f"rotation{r}": order for r, order in enumerate(rotations(n))}
     else:
         orders = {"original_order": tuple(range(n)), "shuffled": gold_moving_shuffle(row["item_id"], n, gold)}
@@ -92,13 +110,13 @@ def detector_versions(benchmark: str, detector: str, row: dict) -> list[dict]:
 
 
 def _detector_docs(benchmark: str, detector: str) -> Callable[[datasets.Dataset], datasets.Dataset]:
-    name = f"{benchmark}_{detector}"
-
     def process_docs(_locator: datasets.Dataset) -> datasets.Dataset:
-        versions = functools.partial(detector_versions, benchmark, detector)
+        rotate_all = detector == CIRCULAR and rotate_every_item()
+        versions = functools.partial(detector_versions, benchmark, detector, rotate_all=rotate_all)
+        name = f"{benchmark}_{detector}" + ("_rotate_all" if rotate_all else "")  # the docs' cache key
         return build_docs(load_perturbed_set(benchmark), benchmark, versions, name)
 
-    process_docs.__name__ = name
+    process_docs.__name__ = f"{benchmark}_{detector}"
     return process_docs
 
 

@@ -85,8 +85,9 @@ DETECTOR_METRICS = {
     TEXT_ONLY: ("chance", "acc_text_only", "text_only_excess", "text_only_p", "n_items", "n_right"),
 }
 DETECTOR_FIELDS = ("reference", "score", "signal", "p_value", "n_items", "n_changed")
+EXTRA_METRICS = {CIRCULAR: ("n_excluded",)}  # DetectorSignal fields of one detector only, named alike
 detector_results = {
-    (benchmark, detector): _paired(benchmark, metrics)
+    (benchmark, detector): _paired(benchmark, metrics + EXTRA_METRICS.get(detector, ()))
     for benchmark in LAYOUTS
     for detector, metrics in DETECTOR_METRICS.items()
 }
@@ -144,6 +145,7 @@ detector_signal = _aggregation(signal_of, "signal")
 detector_p_value = _aggregation(signal_of, "p_value")
 detector_n_items = _aggregation(signal_of, "n_items")
 detector_n_changed = _aggregation(signal_of, "n_changed")
+detector_n_excluded = _aggregation(signal_of, "n_excluded")
 
 
 def _naturalbench_score(metric: str) -> Callable[[list[dict]], float]:
