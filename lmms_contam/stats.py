@@ -141,7 +141,6 @@ def compare_paired(
     Pairs are put in id order first, so nothing depends on the order the harness scored them in.
     """
     order = np.argsort(np.asarray(pair_ids, dtype=str), kind="stable")
-    ids = [str(pair_ids[i]) for i in order]
     a = np.asarray(original, dtype=int)[order]
     b = np.asarray(perturbed, dtype=int)[order]
     s = None if strata is None else np.asarray(strata)[order]
@@ -149,7 +148,7 @@ def compare_paired(
     low, high = paired_delta_ci(a, b, s, confidence)
     right_to_wrong, wrong_to_right = discordant_counts(a, b)
     return PairedComparison(
-        n_pairs=len(ids),
+        n_pairs=len(order),
         acc_original=acc_a,
         acc_perturbed=acc_b,
         delta=acc_b - acc_a,

@@ -39,7 +39,8 @@ def add_failure_rate_argument(command: argparse.ArgumentParser) -> None:
                          "this share of its items, or for all of them (default 0.5)")  # fmt: skip
 
 
-def refuse(command: str, problem: object) -> int:
-    """Bad input or a failed precondition: one line on stderr naming the command, and exit code 2."""
+def stop(command: str, problem: object, code: int = 2) -> int:
+    """One line on stderr naming the command, and its exit code: 2 for bad input or a failed
+    precondition, 1 when the work itself failed (API calls, the hub)."""
     print(f"lmms-contam {command}: {problem}", file=sys.stderr)
-    return 2
+    return code

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from lmms_contam.benchmarks import SCANNABLE
-from lmms_contam.commands.common import ORIGINALS_DEFAULT, at_least, refuse
+from lmms_contam.commands.common import ORIGINALS_DEFAULT, at_least, stop
 
 
 def _benchmark_list(text: str) -> list[str]:
@@ -53,7 +53,7 @@ def _embed_corpus(args: argparse.Namespace) -> int:
         summary = embed_corpus(args.source, args.out, embedder, shard_size=args.shard_size,
                                image_column=args.image_column, engine=engine)  # fmt: skip
     except (ValueError, FileNotFoundError) as exc:
-        return refuse("embed-corpus", exc)
+        return stop("embed-corpus", exc)
     print(
         f"{summary.vectors} images embedded into {summary.shards} shard(s) in {args.out} "
         f"({summary.shards_reused} reused); {summary.skipped} skipped (reasons in {args.out}/skipped/)"
@@ -67,7 +67,7 @@ def _index_corpus(args: argparse.Namespace) -> int:
     try:
         folder = build_index(args.corpus, args.factory, args.out)
     except (ValueError, RuntimeError, FileNotFoundError) as exc:  # faiss raises RuntimeError on bad factories
-        return refuse("index-corpus", exc)
+        return stop("index-corpus", exc)
     print(f"{args.factory} index of {args.corpus} -> {folder}")
     return 0
 
@@ -80,7 +80,7 @@ def _scan(args: argparse.Namespace) -> int:
     from lmms_contam.harness.datasets import originals_source
 
     if args.originals and len(args.eval or []) != 1:
-        return refuse("scan", "--originals is a local copy of one benchmark; give exactly one --eval")
+        return stop("scan", "--originals is a local copy of one benchmark; give exactly one --eval")
     try:
         sources = eval_sources({b: originals_source(b, args.originals) for b in args.eval or []}, args.eval_folder,
                                args.eval_dataset, args.split, args.image_column, args.id_column)  # fmt: skip
@@ -101,7 +101,7 @@ def _scan(args: argparse.Namespace) -> int:
                   f"(similarity > {summary.threshold}, {summary.images} images, "
                   f"{summary.corpus_rows} corpus rows)")  # fmt: skip
     except (ValueError, FileNotFoundError) as exc:
-        return refuse("scan", exc)
+        return stop("scan", exc)
     return 0
 
 
@@ -114,7 +114,7 @@ def _bench_scan(args: argparse.Namespace) -> int:
         embedder = embedder_config(args.embedder).build(args.device)
         figures = bench.run(args.eval, args.corpus, args.dim, args.shards, args.k, args.images, embedder, args.dtype)
     except ValueError as exc:
-        return refuse("bench-scan", exc)
+        return stop("bench-scan", exc)
     print(bench.table(figures))
     if args.json:
         from lmms_contam.atomic import atomic_path

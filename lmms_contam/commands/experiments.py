@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from lmms_contam.commands.common import at_least, refuse
+from lmms_contam.commands.common import at_least, stop
 
 
 def _with_overrides(setup, args: argparse.Namespace):
@@ -33,7 +33,7 @@ def _experiment(args: argparse.Namespace) -> int:
             outcome = experiment.run(_with_overrides(experiment.DEMO if demo else experiment.FULL, args), args.out)
             text, written = experiment.table(outcome), f"report: {outcome.report_html.resolve()}"
     except (EvaluationError, experiment.SetupMismatch) as exc:
-        return refuse(args.command, exc)
+        return stop(args.command, exc)
     print(text)
     print(f"\n{sum(c.passed for c in outcome.checks)}/{len(outcome.checks)} checks passed "
           f"in {outcome.seconds / 60:.1f} min")  # fmt: skip

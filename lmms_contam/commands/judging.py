@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from lmms_contam.benchmarks import SCANNABLE
-from lmms_contam.commands.common import ORIGINALS_DEFAULT, add_failure_rate_argument, refuse
+from lmms_contam.commands.common import ORIGINALS_DEFAULT, add_failure_rate_argument, stop
 
 
 def _judge(args: argparse.Namespace) -> int:
@@ -31,12 +30,11 @@ def _judge(args: argparse.Namespace) -> int:
             max_failure_rate=args.max_failure_rate,
         )  # fmt: skip
     except (JudgeInputError, ValueError, FileNotFoundError) as exc:
-        return refuse("judge", exc)
+        return stop("judge", exc)
     except TooManyFailures as exc:
-        print(f"lmms-contam judge: the judge's calls failed, no image-text rate: {exc}. Counts in "
-              f"{Path(args.scans) / (args.benchmark + '.judge.json')}; rerun once the endpoint works (verdicts "
-              "already made are not asked again)", file=sys.stderr)  # fmt: skip
-        return 1
+        return stop("judge", f"the judge's calls failed, no image-text rate: {exc}. Counts in "
+                    f"{Path(args.scans) / (args.benchmark + '.judge.json')}; rerun once the endpoint works (verdicts "
+                    "already made are not asked again)", 1)  # fmt: skip
     print(f"{args.benchmark}: {summary.matched_with_captions} of {summary.samples} samples have captioned matches "
           f"above {summary.threshold}; n-gram pre-filter rate {summary.prefilter_rate:.3f}")  # fmt: skip
     if summary.matched_without_captions:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from lmms_contam.commands.common import ORIGINALS_DEFAULT, add_failure_rate_argument, hub_repo_id, refuse
+from lmms_contam.commands.common import ORIGINALS_DEFAULT, add_failure_rate_argument, hub_repo_id, stop
 from lmms_contam.commands.sets import push_set
 
 
@@ -37,12 +36,10 @@ def _perturb(args: argparse.Namespace) -> int:
         built = pipeline.run(args.benchmark, islice(items, args.limit), config, args.out, shard=_shard(args.shard),
                              max_failure_rate=args.max_failure_rate)  # fmt: skip
     except (ValueError, PerturbedSetError, FileNotFoundError) as exc:
-        return refuse("perturb", exc)
+        return stop("perturb", exc)
     except TooManyFailures as exc:
-        print(f"lmms-contam perturb: no set written: {exc}. Counts in {Path(args.out) / 'data.manifest.json'}; "
-              "rerun the same command once the endpoint works (finished items are not repeated)",
-              file=sys.stderr)  # fmt: skip
-        return 1
+        return stop("perturb", f"no set written: {exc}. Counts in {Path(args.out) / 'data.manifest.json'}; rerun "
+                    "the same command once the endpoint works (finished items are not repeated)", 1)  # fmt: skip
     if built.shard:
         print(f"{args.benchmark}: shard {built.shard} done in {args.out}/work; run without --shard to assemble")
         return 0
@@ -71,11 +68,9 @@ def _verify(args: argparse.Namespace) -> int:
             folder = folder.parent if folder.name == VERIFIED_SUBSET else folder
         verified = verify_set(folder, PerturbConfig.from_yaml(args.config), args.max_failure_rate)
     except (ValueError, PerturbedSetError, FileNotFoundError) as exc:
-        return refuse("verify", exc)
+        return stop("verify", exc)
     except TooManyFailures as exc:
-        print(f"lmms-contam verify: nothing written: {exc}; rerun when the endpoint works (verdicts made are kept)",
-              file=sys.stderr)  # fmt: skip
-        return 1
+        return stop("verify", f"nothing written: {exc}; rerun when the endpoint works (verdicts made are kept)", 1)
     print(f"{verified.benchmark}: kept {verified.kept} of {verified.items} items -> {verified.folder} (the tasks "
           "read it from now on)")  # fmt: skip
     for outcome, count in sorted(verified.outcomes.items()):

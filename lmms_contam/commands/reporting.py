@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lmms_contam.commands.common import refuse
+from lmms_contam.commands.common import stop
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -16,9 +16,9 @@ def _report(args: argparse.Namespace) -> int:
         _, markdown = build(args.paths, alpha=args.alpha, markdown=args.markdown, json_path=args.json,
                             html_path=args.html, scans=args.scans)  # fmt: skip
     except (ReportInputError, ValueError) as exc:
-        return refuse("report", exc)
+        return stop("report", exc)
     except OSError as exc:  # an output that cannot be written: none was
-        return refuse("report", f"cannot write the report ({exc}); no output was written")
+        return stop("report", f"cannot write the report ({exc}); no output was written")
     if not (args.markdown or args.json or args.html):
         print(markdown)
     for label, path in (("markdown", args.markdown), ("json", args.json), ("html", args.html)):

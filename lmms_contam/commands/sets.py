@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from lmms_contam.commands.common import ORIGINALS_DEFAULT, hub_repo_id, refuse
+from lmms_contam.commands.common import ORIGINALS_DEFAULT, hub_repo_id, stop
 
 RELEASE = "the MMStar / RealWorldQA sets released with the semantic-perturbation paper"
 
@@ -45,13 +45,13 @@ def _fetch_mm_perturb(args: argparse.Namespace) -> int:
 
     benchmarks = ["mmstar", "realworldqa"] if args.benchmark == "all" else [args.benchmark]
     if args.originals and len(benchmarks) > 1:
-        return refuse("fetch", "--originals is a local copy of one benchmark; give --benchmark")
+        return stop("fetch", "--originals is a local copy of one benchmark; give --benchmark")
     sets = {b: Path(args.out) / b if args.out else default_folder(b) for b in benchmarks}
     try:
         summaries = fetch_release(benchmarks, sets, home() / "downloads" / "mm-perturb",
                                   {b: originals_source(b, args.originals) for b in benchmarks})  # fmt: skip
     except (DownloadError, PerturbedSetError, ValueError) as exc:
-        return refuse("fetch", exc)
+        return stop("fetch", exc)
     for benchmark, summary in summaries.items():
         print(f"{benchmark}: {summary.kept} of {summary.rows} released rows imported into {sets[benchmark]} "
               "(not verified: the release is unfiltered; see the README)")  # fmt: skip
@@ -67,13 +67,13 @@ def _import_mm_perturb(args: argparse.Namespace) -> int:
 
     benchmark = args.benchmark or mm_perturb.benchmark_from_name(args.tsv)
     if benchmark is None:
-        return refuse("import", f"cannot tell the benchmark from {args.tsv}; pass --benchmark")
+        return stop("import", f"cannot tell the benchmark from {args.tsv}; pass --benchmark")
     out = Path(args.out) if args.out else default_folder(benchmark)
     try:
         originals = loaders.items(benchmark, loaders.load_rows(benchmark, originals_source(benchmark, args.originals)))
         summary = mm_perturb.import_release(benchmark, args.tsv, args.images, originals, out, keep=args.keep)
     except (PerturbedSetError, ValueError, FileNotFoundError) as exc:
-        return refuse("import", exc)
+        return stop("import", exc)
     print(f"{benchmark}: {summary.kept} of {summary.rows} rows imported into {out}")
     for reason, count in sorted(summary.skipped.items()):
         print(f"  skipped {count}: {reason}")
@@ -86,7 +86,7 @@ def _import_datacomp(args: argparse.Namespace) -> int:
     try:
         summary = import_datacomp(args.source, args.out, args.recipe, args.key)
     except (ValueError, FileNotFoundError, TypeError) as exc:  # TypeError: a recipe.json with other fields
-        return refuse("import datacomp", exc)
+        return stop("import datacomp", exc)
     print(f"{summary.vectors} vectors in {summary.shards} shard(s) -> {args.out} ({summary.shards_reused} reused)")
     return 0
 
@@ -98,9 +98,7 @@ def push_set(folder: str, repo_id: str, private: bool, command: str) -> int:
     try:
         commit = push_perturbed_set(folder, repo_id, private=private)
     except Exception as exc:  # the set's checks, the hub's answers, the network (its client's types vary by version)
-        print(f"lmms-contam {command}: pushing {folder} to the hub dataset {repo_id} failed: "
-              f"{type(exc).__name__}: {exc}", file=sys.stderr)  # fmt: skip
-        return 1
+        return stop(command, f"pushing {folder} to the hub dataset {repo_id} failed: {type(exc).__name__}: {exc}", 1)
     print(f"pushed to the hub: dataset {repo_id} at commit {commit}")
     return 0
 

@@ -139,8 +139,13 @@ def originals_source(benchmark: str, explicit: str | None = None) -> str | None:
     return str(path.resolve()) if path.exists() else value
 
 
+def switched_on(value: object) -> bool:
+    """A yes/no setting from the environment or the config file, read the way HF_HUB_OFFLINE is."""
+    return str(value).strip().lower() in ("1", "true", "yes", "on")
+
+
 def auto_fetch_allowed() -> bool:
-    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    offline = switched_on(os.environ.get("HF_HUB_OFFLINE", ""))
     return os.environ.get(AUTO_FETCH_ENV, "1").strip() != "0" and not offline
 
 

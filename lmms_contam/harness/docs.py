@@ -22,7 +22,7 @@ from lmms_contam.detectors.options import (
 )
 from lmms_contam.detectors.signals import CIRCULAR, OPTION_SHUFFLE, TEXT_ONLY, UNROTATED
 from lmms_contam.harness.builtin import BUILTIN_TASKS, VARIANTS
-from lmms_contam.harness.datasets import load_perturbed_set, lookup
+from lmms_contam.harness.datasets import load_perturbed_set, lookup, switched_on
 from lmms_contam.imaging import blank_png, stored_size
 from lmms_contam.schema import IMAGE_COLUMNS, PerturbedSetError, option_letters
 from lmms_contam.stats import stable_seed
@@ -72,7 +72,7 @@ def rotate_every_item() -> bool:
     """$LMMS_CONTAM_CIRCULAR_ROTATE_ALL=1 (or `circular_rotate_all: true` in the config file): CircularEval
     rotates the items whose options name option letters too, which VLMEvalKit leaves out."""
     found = lookup(ROTATE_ALL_ENV, "circular_rotate_all", None, [])
-    return found is not None and str(found[0]).strip().lower() in ("1", "true", "yes")
+    return found is not None and switched_on(found[0])
 
 
 def detector_versions(benchmark: str, detector: str, row: dict, rotate_all: bool = False) -> list[dict]:
