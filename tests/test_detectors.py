@@ -153,6 +153,19 @@ def test_text_only_documents_show_a_blank_canvas_of_the_original_size(with_sets)
         assert doc["image"].size == original.size
         assert (blank == np.array(BLANK_GREY)).all()
         assert doc["question"] == row.question and doc["answer"] == row.original_answer
+        assert doc["contam_text_only_input"] == "blank" and len(docs.text_only_visual(doc)) == 1
+
+
+def test_text_only_documents_carry_no_image_when_asked(with_sets, monkeypatch):
+    from lmms_contam.harness import docs
+
+    monkeypatch.setenv(docs.TEXT_ONLY_IMAGE_ENV, "none")
+    text_only = docs.mmstar_text_only(None)
+    assert all(doc["image"] is None and doc["contam_text_only_input"] == "none" for doc in text_only)
+    assert docs.text_only_visual(text_only[0]) == []
+    monkeypatch.setenv(docs.TEXT_ONLY_IMAGE_ENV, "sometimes")
+    with pytest.raises(PerturbedSetError, match="LMMS_CONTAM_TEXT_ONLY_IMAGE .* got 'sometimes'"):
+        docs.mmstar_text_only(None)
 
 
 # --- through the real lmms-eval CLI ---------------------------------------------------------------

@@ -23,6 +23,24 @@ def test_the_kontext_recipe_is_the_papers_with_another_generator():
     assert (kontext["generate"]["backend"], kontext["generate"]["steps"]) == ("kontext", 28)
 
 
+def test_the_paper_recipe_is_xflux_and_flux_canny_is_diffusers_with_the_same_numbers():
+    paper = PerturbConfig.from_yaml(RECIPES / "paper.yaml")
+    canny = PerturbConfig.from_yaml(RECIPES / "flux_canny.yaml")
+    how = {"sampler", "cfg_start_step", "edge_map", "size_rounding", "seed"}
+    assert _without(paper.resolved(), "generate", how) == _without(canny.resolved(), "generate", how)
+    assert {k: v for k, v in paper.resolved()["generate"].items() if k in how} == {
+        "sampler": "xflux",
+        "cfg_start_step": 5,
+        "edge_map": "xflux",
+        "size_rounding": "down",
+        "seed": 123456789,
+    }
+    assert (canny.generate.sampler, canny.generate.seed, canny.generate.size_rounding) == ("diffusers", None, "nearest")
+    numbers = (paper.generate.steps, paper.generate.guidance_scale, paper.generate.true_cfg_scale,
+               paper.generate.conditioning_scale, paper.generate.canny_low, paper.generate.canny_high)  # fmt: skip
+    assert numbers == (25, 4.0, 3.5, 0.8, 100, 200)
+
+
 def test_a_variant_elsewhere_keeps_its_bases_templates(tmp_path):
     variant = tmp_path / "local-judge.yaml"
     variant.write_text(f"base: {RECIPES / 'flux_canny.yaml'}\nverify:\n  judge:\n    endpoint: {{model: qwen2-vl}}\n")

@@ -31,7 +31,14 @@ def outputs(tmp_path_factory, fixture_sets) -> dict[str, Path]:
         "separate": ["--model", "contam_test_memoriser", "--tasks", "mmstar_original,mmstar_perturbed"],
         "limited": ["--model", "dummy", "--tasks", "mmstar_contam", "--limit", "6"],
         "detectors": ["--model", "contam_test_memoriser", "--tasks", "mmstar_detectors"],
-        "circular_only": ["--model", "dummy", "--model_args", "response=A", "--tasks", "realworldqa_circular"],
+        "circular_only": [
+            "--model",
+            "dummy",
+            "--model_args",
+            "response=A",
+            "--tasks",
+            "realworldqa_circular,mmstar_text_only",
+        ],  # fmt: skip
     }
     with pytest.MonkeyPatch.context() as monkeypatch:
         point_at_sets(monkeypatch, fixture_sets)
@@ -253,7 +260,8 @@ def test_peer_detectors_sit_beside_the_perturbation_verdict(outputs, tmp_path):
         (e["model"].split(" ")[0], e["benchmark"], e["detector"]): e for e in json.loads(out.read_text())["detectors"]
     }
     assert set(entries) == {("contam_test_memoriser", "mmstar", d) for d in DETECTOR_METRICS} | {
-        ("dummy", "realworldqa", "circular")
+        ("dummy", "realworldqa", "circular"),
+        ("dummy", "mmstar", "text_only"),
     }
     # The report's figures are the task's own metrics, read from the same samples.
     for (model, benchmark, detector), entry in entries.items():
@@ -292,3 +300,29 @@ def test_peer_detectors_sit_beside_the_perturbation_verdict(outputs, tmp_path):
     )
     assert f"| dummy (response=A) | realworldqa | - | {-100 * right / 12:+.1f} (" in markdown
     assert "<h2>Peer detectors</h2>" in page.read_text()
+
+
+def test_text_only_leakage_against_the_base_llms_text_only_run(outputs, tmp_path):
+    """MMStar's definition: S_wv against the base LLM's S_t on the same items (here the dummy's run of
+    mmstar_text_only stands in for a base LLM), ML = max(0, S_wv - S_t)."""
+    out = tmp_path / "report.json"
+    done = report(str(outputs["detectors"]), "--text-only-baseline", str(outputs["circular_only"]), "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    (entry,) = [e for e in json.loads(out.read_text())["detectors"]
+                if e["detector"] == "text_only" and e["model"].startswith("contam_test_memoriser")]  # fmt: skip
+    base_right = sum(r["original_answer"] == "A" for r in mmstar_rows(real_photos()))
+    assert entry["baseline"].startswith("dummy") and entry["n_items"] == 12
+    assert (entry["reference"], entry["score"]) == (pytest.approx(base_right / 12), 1.0)
+    assert entry["multimodal_leakage"] == entry["signal"] == pytest.approx(1 - base_right / 12)
+    assert entry["p_value"] == pytest.approx(binomtest(12 - base_right, 12 - base_right).pvalue)
+    plain = report(str(outputs["detectors"])).stdout
+    assert "vs dummy" in report(str(outputs["detectors"]), "--text-only-baseline", str(outputs["circular_only"])).stdout
+    assert "vs dummy" not in plain
+    # the reference must be one model's run, and a run that has text-only samples
+    both = tmp_path / "both"
+    for name in ("detectors", "circular_only"):
+        shutil.copytree(outputs[name], both / name)
+    _refused([str(outputs["detectors"]), "--text-only-baseline", str(both)], tmp_path,
+             "holds the text-only runs of 2 models")  # fmt: skip
+    _refused([str(outputs["detectors"]), "--text-only-baseline", str(outputs["oracle"])], tmp_path,
+             "no *_text_only samples there")  # fmt: skip

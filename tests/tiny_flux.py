@@ -48,16 +48,16 @@ def _t5_tokenizer() -> PreTrainedTokenizerFast:
     )
 
 
-def _components(seed: int) -> dict:
+def _components(seed: int, vae_blocks: int = 2) -> dict:
     torch.manual_seed(seed)
     return {
         "scheduler": FlowMatchEulerDiscreteScheduler(),
         "vae": AutoencoderKL(
             in_channels=3,
             out_channels=3,
-            down_block_types=("DownEncoderBlock2D",) * 2,
-            up_block_types=("UpDecoderBlock2D",) * 2,
-            block_out_channels=(8, 16),
+            down_block_types=("DownEncoderBlock2D",) * vae_blocks,
+            up_block_types=("UpDecoderBlock2D",) * vae_blocks,
+            block_out_channels=(8, 16, 16, 16)[:vae_blocks],
             layers_per_block=1,
             latent_channels=4,
             norm_num_groups=4,
@@ -90,14 +90,19 @@ def _components(seed: int) -> dict:
     }
 
 
-def build_tiny_flux_controlnet(folder: Path, seed: int = 0) -> tuple[Path, Path]:
-    """(base pipeline folder, controlnet folder), as `FluxControlNetPipeline.from_pretrained` expects."""
-    components = _components(seed)
-    controlnet = FluxControlNetModel(in_channels=16, guidance_embeds=True, **FLUX_DIMS)
+def build_tiny_flux_controlnet(folder: Path, seed: int = 0, xlabs: bool = False) -> tuple[Path, Path]:
+    """(base pipeline folder, controlnet folder), as `FluxControlNetPipeline.from_pretrained` expects.
+
+    `xlabs`: a ControlNet with XLabs' pixel-space hint block (the paper's kind) over a VAE that downsamples
+    8 times, as the real one; otherwise one that reads VAE latents, as InstantX's."""
+    components = _components(seed, vae_blocks=4 if xlabs else 2)
+    hint = {"conditioning_embedding_channels": 4, "patch_size": 2} if xlabs else {}
+    controlnet = FluxControlNetModel(in_channels=16, guidance_embeds=True, **hint, **FLUX_DIMS)
     pipe = FluxControlNetPipeline(**components, controlnet=controlnet)
-    pipe.save_pretrained(folder / "base")
-    controlnet.save_pretrained(folder / "controlnet")
-    return folder / "base", folder / "controlnet"
+    prefix = "xlabs-" if xlabs else ""
+    pipe.save_pretrained(folder / f"{prefix}base")
+    controlnet.save_pretrained(folder / f"{prefix}controlnet")
+    return folder / f"{prefix}base", folder / f"{prefix}controlnet"
 
 
 def build_tiny_flux_kontext(folder: Path, seed: int = 0) -> Path:

@@ -90,7 +90,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         "decision to keep or reject there and rerun to rebuild the set. Per-item stage results stay in <out>/work.",
     )
     perturb.add_argument("benchmark", choices=["mmstar", "realworldqa", "naturalbench"])
-    perturb.add_argument("--config", required=True, help="a recipe, e.g. configs/perturb/flux_canny.yaml")
+    perturb.add_argument("--config", required=True,
+                         help="a recipe: configs/perturb/paper.yaml (the authors' procedure), flux_canny.yaml "
+                         "(the same numbers on diffusers' pipeline), flux_kontext.yaml, or your own")  # fmt: skip
     perturb.add_argument("--out", required=True, help="output folder")
     perturb.add_argument("--originals", help=f"a local copy of the benchmark {ORIGINALS_DEFAULT}")
     perturb.add_argument("--limit", type=int, help="only the first N items (for a trial run)")
@@ -118,7 +120,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "finished call.",
     )
     verify.add_argument("set", help="a set folder (data.parquet), or a benchmark name for the set its tasks resolve")
-    verify.add_argument("--config", default=str(Path(__file__).parents[1] / "configs" / "perturb" / "flux_canny.yaml"),
+    verify.add_argument("--config", default=str(Path(__file__).parents[1] / "configs" / "perturb" / "paper.yaml"),
                         help="a recipe whose verify section names the judge and the drift thresholds (default: "
                         "the paper's, judge o3)")  # fmt: skip
     add_failure_rate_argument(verify)

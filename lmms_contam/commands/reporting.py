@@ -14,7 +14,8 @@ def _report(args: argparse.Namespace) -> int:
 
     try:
         _, markdown = build(args.paths, alpha=args.alpha, markdown=args.markdown, json_path=args.json,
-                            html_path=args.html, scans=args.scans)  # fmt: skip
+                            html_path=args.html, scans=args.scans,
+                            text_only_baseline=args.text_only_baseline)  # fmt: skip
     except (ReportInputError, ValueError) as exc:
         return stop("report", exc)
     except OSError as exc:  # an output that cannot be written: none was
@@ -43,4 +44,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     report.add_argument("--markdown", help="write the Markdown tables here (default: print them)")
     report.add_argument("--json", help="write the versioned JSON here")
     report.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
+    report.add_argument("--text-only-baseline", metavar="RUN",
+                        help="the base LLM's lmms-eval output of the *_text_only tasks: text-only leakage is then "
+                        "MMStar's multi-modal leakage, max(0, S_wv - S_t), with S_t that run's accuracy on the "
+                        "same items (default: against chance, 1 / options)")  # fmt: skip
     report.set_defaults(run=_report)

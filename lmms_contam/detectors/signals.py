@@ -40,6 +40,7 @@ class DetectorSignal:
     p_value: float  # exact McNemar against the reference; one-sided Poisson-binomial for text-only
     n_changed: int  # right in the original order but not under rotation/shuffle; text-only: items right
     n_excluded: int = 0  # CircularEval: items asked once, unrotated (counted in both accuracies)
+    baseline: str = ""  # text-only: the base LLM whose text-only run is the reference; "" for chance
 
     @property
     def signal(self) -> float:
@@ -50,8 +51,13 @@ class DetectorSignal:
         direction = self.signal > 0 if self.detector == TEXT_ONLY else self.signal < 0
         return bool(direction and self.p_value < alpha)
 
+    @property
+    def multimodal_leakage(self) -> float | None:
+        """MMStar's ML = max(0, S_wv - S_t), defined only against the base LLM's text-only score."""
+        return max(0.0, self.signal) if self.baseline else None
+
     def as_dict(self) -> dict:
-        return {**asdict(self), "signal": self.signal}
+        return {**asdict(self), "signal": self.signal, "multimodal_leakage": self.multimodal_leakage}
 
 
 def versions_by_item(records: Iterable[dict], complete: Callable[[dict[str, dict]], bool]) -> dict[str, dict]:
@@ -119,6 +125,25 @@ def text_only(records: Iterable[dict]) -> DetectorSignal:
     return DetectorSignal(
         TEXT_ONLY, n, sum(chance) / n if n else float("nan"), sum(correct) / n if n else float("nan"),
         stats.above_chance_p(correct, chance), sum(correct),
+    )  # fmt: skip
+
+
+def text_only_against(records: Iterable[dict], baseline_records: Iterable[dict], baseline: str) -> DetectorSignal:
+    """MMStar's multi-modal leakage as its paper defines it: the model's accuracy without the image (S_wv)
+    against its base LLM's text-only accuracy (S_t) on the same items, plain averages; exact McNemar on the
+    paired answers. Items the baseline run lacks are left out with a warning."""
+    ours = versions_by_item(records, lambda versions: set(versions) == {TEXT_ONLY})
+    theirs = versions_by_item(baseline_records, lambda versions: set(versions) == {TEXT_ONLY})
+    shared = sorted(set(ours) & set(theirs))
+    if len(shared) < len(ours):
+        logger.warning(f"lmms-contam: the text-only baseline {baseline} lacks {len(ours) - len(shared)} of the "
+                       f"{len(ours)} item(s); the comparison uses the {len(shared)} in both")  # fmt: skip
+    comparison = stats.compare_paired(
+        shared, [theirs[i][TEXT_ONLY]["correct"] for i in shared], [ours[i][TEXT_ONLY]["correct"] for i in shared]
+    )  # fmt: skip
+    return DetectorSignal(
+        TEXT_ONLY, comparison.n_pairs, comparison.acc_original, comparison.acc_perturbed, comparison.mcnemar_p,
+        sum(ours[i][TEXT_ONLY]["correct"] for i in shared), baseline=baseline,
     )  # fmt: skip
 
 

@@ -204,7 +204,7 @@ def resolve(benchmark: str, fetch: bool = True) -> SetLocation:
         )
     elif benchmark == "naturalbench":
         build = (f"No released set exists for {benchmark}: build one with `lmms-contam perturb {benchmark} --config "
-                 "configs/perturb/flux_canny.yaml --out DIR`, then point")  # fmt: skip
+                 "configs/perturb/paper.yaml --out DIR`, then point")  # fmt: skip
     else:
         build = "Point"
     raise PerturbedSetNotFound(

@@ -75,7 +75,31 @@ def rotate_every_item() -> bool:
     return found is not None and switched_on(found[0])
 
 
-def detector_versions(benchmark: str, detector: str, row: dict, rotate_all: bool = False) -> list[dict]:
+TEXT_ONLY_IMAGE_ENV = "LMMS_CONTAM_TEXT_ONLY_IMAGE"
+
+
+def text_only_input() -> str:
+    """How text-only documents withhold the image: "blank" (the default) shows a grey canvas of the original's
+    size, which every loader can take; "none" sends no image, MMStar's text-only mode, for loaders that take
+    a prompt without one. $LMMS_CONTAM_TEXT_ONLY_IMAGE (or `text_only_image` in the config file) chooses:
+    the task cannot ask the loader (lmms-eval's process_docs sees only the dataset), and a loader that
+    cannot take it fails (llava_hf's chat loader does; its simple one, `--force_simple`, does not)."""
+    found = lookup(TEXT_ONLY_IMAGE_ENV, "text_only_image", None, [])
+    choice = str(found[0]).strip().lower() if found else "blank"
+    if choice not in ("none", "blank"):
+        raise PerturbedSetError(f"{TEXT_ONLY_IMAGE_ENV} (or text_only_image) must be none or blank, "
+                                f"got {choice!r}")  # fmt: skip
+    return choice
+
+
+def text_only_visual(doc: dict) -> list:
+    """The text-only tasks' `doc_to_visual`: no image when the document carries none, else the built-in's."""
+    image = doc[BUILTIN_TASKS[doc["contam_benchmark"]].image_field]
+    return [] if image is None else [image.convert("RGB")]
+
+
+def detector_versions(benchmark: str, detector: str, row: dict, rotate_all: bool = False,
+                      text_only_as: str = "blank") -> list[dict]:  # fmt: skip
     """The documents a peer detector asks of one item, all built from its original version."""
     task = BUILTIN_TASKS[benchmark]
     options = list(row["options"])
@@ -86,10 +110,10 @@ def detector_versions(benchmark: str, detector: str, row: dict, rotate_all: bool
             f"letters {letters}; the peer detectors need lettered options"
         )
     if detector == TEXT_ONLY:
-        # A blank canvas of the same size stands in for the image: several lmms-eval loaders
-        # (llava_hf among them) cannot take a prompt without one.
         blank = {"bytes": blank_png(stored_size(row["original_image"])), "path": None}
-        return [task.doc(row, variant=TEXT_ONLY, gold=row["original_answer"], image=blank)]
+        doc = task.doc(row, variant=TEXT_ONLY, gold=row["original_answer"], image=None if text_only_as == "none"
+                       else blank)  # fmt: skip
+        return [{**doc, "contam_text_only_input": text_only_as}]
     gold, n = letters.index(row["original_answer"]), len(options)
     if detector == CIRCULAR and names_option_letters(options) and not rotate_all:
         orders = {UNROTATED: tuple(range(n))}
@@ -112,8 +136,11 @@ def detector_versions(benchmark: str, detector: str, row: dict, rotate_all: bool
 def _detector_docs(benchmark: str, detector: str) -> Callable[[datasets.Dataset], datasets.Dataset]:
     def process_docs(_locator: datasets.Dataset) -> datasets.Dataset:
         rotate_all = detector == CIRCULAR and rotate_every_item()
-        versions = functools.partial(detector_versions, benchmark, detector, rotate_all=rotate_all)
+        text_only_as = text_only_input() if detector == TEXT_ONLY else "blank"
+        versions = functools.partial(detector_versions, benchmark, detector, rotate_all=rotate_all,
+                                     text_only_as=text_only_as)  # fmt: skip
         name = f"{benchmark}_{detector}" + ("_rotate_all" if rotate_all else "")  # the docs' cache key
+        name += f"_{text_only_as}" if detector == TEXT_ONLY else ""
         return build_docs(load_perturbed_set(benchmark), benchmark, versions, name)
 
     process_docs.__name__ = f"{benchmark}_{detector}"

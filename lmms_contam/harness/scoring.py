@@ -44,6 +44,8 @@ def _score(benchmark: str, doc: dict, results: list) -> tuple[dict, dict]:
         "group": doc["contam_group"],
         "slot": doc["contam_slot"],
     }
+    if "contam_text_only_input" in doc:  # which form withheld the image: "none" or a "blank" canvas
+        record["text_only_input"] = doc["contam_text_only_input"]
     return builtin_output, record
 
 

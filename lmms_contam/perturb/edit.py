@@ -16,6 +16,9 @@ from typing import Protocol
 import numpy as np
 from PIL import Image
 
+from lmms_contam.perturb.xflux import edge_map, size_rounded_down
+from lmms_contam.stats import stable_seed
+
 
 @dataclass(frozen=True)
 class EditRequest:
@@ -31,6 +34,11 @@ class Editor(Protocol):
     def describe(self) -> dict: ...
 
 
+SAMPLERS = {"diffusers", "xflux"}
+EDGE_MAPS = {"grey", "xflux"}
+ROUNDINGS = {"nearest", "down"}
+
+
 @dataclass(frozen=True)
 class FluxSettings:
     """Defaults are the paper's: FLUX.1-dev, Canny (100, 200), control 0.8, 25 steps, guidance 4, true CFG 3.5."""
@@ -44,8 +52,13 @@ class FluxSettings:
     conditioning_scale: float = 0.8
     steps: int = 25
     guidance_scale: float = 4.0
-    true_cfg_scale: float = 3.5  # diffusers applies it from the first step (x-flux: from step 5)
+    true_cfg_scale: float = 3.5
     negative_prompt: str = ""
+    sampler: str = "diffusers"  # "diffusers": FluxControlNetPipeline as it is; "xflux": the authors' loop (xflux.py)
+    cfg_start_step: int = 0  # the first step with true CFG; only the xflux sampler can start later (paper: 5)
+    edge_map: str = "grey"  # "grey": Canny on the grey image at the output size; "xflux": the authors' annotator
+    size_rounding: str = "nearest"  # each side to the nearest multiple of 16, or "down" to one (x-flux)
+    seed: int | None = None  # None: a seed per item, hashed from its key; a number: that seed for every item
     max_sequence_length: int = 512
     batch_size: int = 1
     dtype: str = "bfloat16"  # on GPU; the CPU always runs float32
@@ -57,6 +70,24 @@ class FluxSettings:
             raise ValueError(f"generate.backend must be 'controlnet' or 'kontext', got {self.backend!r}")
         if self.batch_size < 1 or self.steps < 1:
             raise ValueError("generate.batch_size and generate.steps must be at least 1")
+        for field, allowed in (("sampler", SAMPLERS), ("edge_map", EDGE_MAPS), ("size_rounding", ROUNDINGS)):
+            if getattr(self, field) not in allowed:
+                raise ValueError(f"generate.{field} must be one of {sorted(allowed)}, got {getattr(self, field)!r}")
+        if self.sampler == "xflux" and self.backend != "controlnet":
+            raise ValueError("generate.sampler 'xflux' samples with a ControlNet: it needs backend 'controlnet'")
+        if self.cfg_start_step and self.sampler != "xflux":
+            raise ValueError("generate.cfg_start_step needs sampler 'xflux' (diffusers applies true CFG from step 0)")
+
+    def seed_for(self, key: str) -> int:
+        return self.seed if self.seed is not None else stable_seed("edit", key) % 2**31
+
+    def output_size(self, size: tuple[int, int]) -> tuple[int, int]:
+        return size_rounded_down(size) if self.size_rounding == "down" else round_to_16(size)
+
+    def control_image(self, image: Image.Image, size: tuple[int, int]) -> Image.Image:
+        if self.edge_map == "xflux":
+            return edge_map(image, *size, self.canny_low, self.canny_high)
+        return canny_edges(image.resize(size), self.canny_low, self.canny_high)
 
 
 def model_source(name_or_path: str, revision: str | None = None) -> dict:
@@ -107,10 +138,13 @@ class FluxEditor:
         if self._pipe is None:
             from diffusers import FluxControlNetModel, FluxControlNetPipeline, FluxKontextPipeline
 
+            from lmms_contam.perturb.xflux_sampler import XFluxControlNetPipeline
+
             s, dtype = self.settings, self._dtype()
             if s.backend == "controlnet":
                 controlnet = FluxControlNetModel.from_pretrained(s.controlnet, torch_dtype=dtype)
-                pipe = FluxControlNetPipeline.from_pretrained(
+                loader = XFluxControlNetPipeline if s.sampler == "xflux" else FluxControlNetPipeline
+                pipe = loader.from_pretrained(
                     s.base_model, controlnet=controlnet, torch_dtype=dtype, revision=s.revision
                 )
             else:
@@ -125,39 +159,42 @@ class FluxEditor:
 
     def edit(self, requests: Sequence[EditRequest]) -> list[Image.Image]:
         """Batches of same-size requests; each image has its own seeded generator."""
-        import torch
-
         by_size: dict[tuple[int, int], list[int]] = defaultdict(list)
         for index, request in enumerate(requests):
-            by_size[round_to_16(request.image.size)].append(index)
+            by_size[self.settings.output_size(request.image.size)].append(index)
         outputs: list[Image.Image | None] = [None] * len(requests)
-        s = self.settings
-        for (width, height), indices in by_size.items():
-            for start in range(0, len(indices), s.batch_size):
-                batch = [requests[i] for i in indices[start : start + s.batch_size]]
-                generators = [torch.Generator("cpu").manual_seed(r.seed) for r in batch]
-                common = {"prompt": [r.caption for r in batch], "height": height, "width": width,
-                          "num_inference_steps": s.steps, "generator": generators,
-                          "max_sequence_length": s.max_sequence_length}  # fmt: skip
-                if s.backend == "controlnet":
-                    images = self._pipeline()(
-                        **common,
-                        control_image=[
-                            canny_edges(r.image.resize((width, height)), s.canny_low, s.canny_high) for r in batch
-                        ],  # fmt: skip
-                        controlnet_conditioning_scale=s.conditioning_scale,
-                        guidance_scale=s.guidance_scale,
-                        negative_prompt=[s.negative_prompt] * len(batch),
-                        true_cfg_scale=s.true_cfg_scale,
-                    ).images
-                else:
-                    images = self._pipeline()(
-                        **common,
-                        image=[r.image.convert("RGB").resize((width, height)) for r in batch],
-                        guidance_scale=s.guidance_scale,
-                        max_area=width * height,
-                        _auto_resize=False,
-                    ).images
-                for i, image in zip(indices[start : start + s.batch_size], images, strict=True):
+        for size, indices in by_size.items():
+            for start in range(0, len(indices), self.settings.batch_size):
+                chunk = indices[start : start + self.settings.batch_size]
+                images = self._generate([requests[i] for i in chunk], size)
+                for i, image in zip(chunk, images, strict=True):
                     outputs[i] = image
         return outputs  # type: ignore[return-value]
+
+    def _generate(self, batch: list[EditRequest], size: tuple[int, int]) -> list[Image.Image]:
+        import torch
+
+        s, (width, height) = self.settings, size
+        prompts = [r.caption for r in batch]
+        if s.backend == "kontext":
+            return self._pipeline()(
+                prompt=prompts, image=[r.image.convert("RGB").resize(size) for r in batch], height=height,
+                width=width, num_inference_steps=s.steps, guidance_scale=s.guidance_scale, max_area=width * height,
+                generator=[torch.Generator("cpu").manual_seed(r.seed) for r in batch],
+                max_sequence_length=s.max_sequence_length, _auto_resize=False,
+            ).images  # fmt: skip
+        edges = [s.control_image(r.image, size) for r in batch]
+        if s.sampler == "xflux":
+            return self._pipeline().sample(
+                prompts, edges, width=width, height=height, seeds=[r.seed for r in batch], steps=s.steps,
+                guidance_scale=s.guidance_scale, true_cfg_scale=s.true_cfg_scale, cfg_start_step=s.cfg_start_step,
+                conditioning_scale=s.conditioning_scale, negative_prompt=s.negative_prompt,
+                max_sequence_length=s.max_sequence_length,
+            )  # fmt: skip
+        return self._pipeline()(
+            prompt=prompts, control_image=edges, height=height, width=width, num_inference_steps=s.steps,
+            controlnet_conditioning_scale=s.conditioning_scale, guidance_scale=s.guidance_scale,
+            negative_prompt=[s.negative_prompt] * len(batch), true_cfg_scale=s.true_cfg_scale,
+            generator=[torch.Generator("cpu").manual_seed(r.seed) for r in batch],
+            max_sequence_length=s.max_sequence_length,
+        ).images  # fmt: skip

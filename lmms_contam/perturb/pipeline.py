@@ -29,7 +29,6 @@ from lmms_contam.perturb.review import Counterfactual, load_decisions, write_rev
 from lmms_contam.perturb.swap import swap_answer
 from lmms_contam.perturb.verify import answer_letter, automatic_outcome, drift, judge_counterfactual
 from lmms_contam.schema import SCHEMA_VERSION, write_parquet
-from lmms_contam.stats import stable_seed
 from lmms_contam.store import StageStore
 
 IMAGE_STAGE = "image"
@@ -94,7 +93,7 @@ def run(
     described = editor.describe()
 
     def image_inputs(key: str, item: Item, caption: str) -> dict:
-        return {"image": image_sha256(item.image), "caption": caption, "seed": stable_seed("edit", key) % 2**31,
+        return {"image": image_sha256(item.image), "caption": caption, "seed": config.generate.seed_for(key),
                 "editor": described}  # fmt: skip
 
     todo = [job for job in captioned if store.get_bytes(IMAGE_STAGE, job[0], image_inputs(job[0], job[1], job[3]),
@@ -102,7 +101,7 @@ def run(
     chunk = max(1, getattr(config.generate, "batch_size", 1)) * 4
     for start in tqdm(range(0, len(todo), chunk), desc="edit", disable=not todo):
         batch = todo[start : start + chunk]
-        requests = [EditRequest(key, item.image, caption, stable_seed("edit", key) % 2**31)
+        requests = [EditRequest(key, item.image, caption, config.generate.seed_for(key))
                     for key, item, _, caption in batch]  # fmt: skip
         for (key, item, _, caption), image in zip(batch, editor.edit(requests), strict=True):
             buffer = io.BytesIO()
@@ -182,7 +181,7 @@ def _write_manifest(out: Path, benchmark: str, config: PerturbConfig, editor: Ed
 
 
 def _row(benchmark, key, item, new_answer, caption, store, config, drifted, verdict, decision) -> dict:
-    provenance = {"source": "lmms-contam perturb", "caption": caption, "edit_seed": stable_seed("edit", key) % 2**31,
+    provenance = {"source": "lmms-contam perturb", "caption": caption, "edit_seed": config.generate.seed_for(key),
                   "editor": config.generate.backend, "base_model": config.generate.base_model,
                   "drift": drifted, "judge": None if verdict is None else verdict["outcome"],
                   "human": decision}  # fmt: skip

@@ -6,7 +6,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from lmms_contam import flags, stats
-from lmms_contam.detectors.signals import SIGNALS, DetectorSignal
+from lmms_contam.detectors.signals import SIGNALS, TEXT_ONLY, DetectorSignal, text_only_against
 from lmms_contam.report.inputs import DetectorRun, ModelBenchmark, ScannedRun, ScoredItem
 from lmms_contam.report.rates import BenchmarkRates
 from lmms_contam.report.sets import SetStatus
@@ -130,8 +130,14 @@ class DetectorResult:
         return self.signal.detector
 
 
-def analyse_detector(run: DetectorRun) -> DetectorResult:
-    return DetectorResult(run.model, run.benchmark, SIGNALS[run.detector](run.records), run.source)
+def analyse_detector(run: DetectorRun, text_only_baselines: dict[str, DetectorRun] | None = None) -> DetectorResult:
+    """`text_only_baselines`: per benchmark, the base LLM's text-only run; the text-only signal is then
+    measured against it (MMStar's definition) instead of against chance."""
+    baseline = (text_only_baselines or {}).get(run.benchmark) if run.detector == TEXT_ONLY else None
+    if baseline is None:
+        return DetectorResult(run.model, run.benchmark, SIGNALS[run.detector](run.records), run.source)
+    signal = text_only_against(run.records, baseline.records, baseline.model)
+    return DetectorResult(run.model, run.benchmark, signal, run.source)
 
 
 @dataclass(frozen=True)

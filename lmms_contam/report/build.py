@@ -19,6 +19,7 @@ def build(
     json_path: str | Path | None = None,
     html_path: str | Path | None = None,
     scans: str | Path | None = None,
+    text_only_baseline: str | Path | None = None,
 ) -> tuple[analysis.Analysed, str]:
     """Return the analysis and the Markdown text; write the requested files, all or none."""
     if not 0 < alpha < 1:
@@ -27,9 +28,10 @@ def build(
     if not paths and scans is None:
         raise inputs.ReportInputError("nothing to report: give lmms-eval output folders, or --scans, or both")
     loaded = inputs.load(paths) if paths else inputs.Loaded([], [])
+    baselines = inputs.text_only_baselines(text_only_baseline) if text_only_baseline is not None else {}
     analysed = analysis.Analysed(
         results=analysis.decide([analysis.analyse(entry) for entry in loaded.benchmarks], alpha),
-        detectors=[analysis.analyse_detector(run) for run in loaded.detectors],
+        detectors=[analysis.analyse_detector(run, baselines) for run in loaded.detectors],
         alpha=alpha,
         rates=rates.load(scans) if scans is not None else [],
         scanned=[analysis.analyse_scanned(run) for run in loaded.scanned],

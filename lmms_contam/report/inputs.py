@@ -17,7 +17,7 @@ from tqdm.auto import tqdm
 
 from lmms_contam.benchmarks import SCANNABLE
 from lmms_contam.detectors.options import LAYOUTS
-from lmms_contam.detectors.signals import DETECTORS
+from lmms_contam.detectors.signals import DETECTORS, TEXT_ONLY
 from lmms_contam.schema import BENCHMARK_COLUMNS, SCHEMA_VERSION
 
 TASK_VERSION = 1.0
@@ -311,6 +311,19 @@ def load(paths: Iterable[str | Path]) -> Loaded:
         if "scanned" in by_kind:
             scanned.append(_scanned_run(by_kind["scanned"]))
     return Loaded(benchmarks, detectors, scanned)
+
+
+def text_only_baselines(path: str | Path) -> dict[str, DetectorRun]:
+    """Per benchmark, the base LLM's `*_text_only` run in `path`: one model, or the reference is ambiguous."""
+    runs = [run for run in load([path]).detectors if run.detector == TEXT_ONLY]
+    if not runs:
+        raise ReportInputError(f"--text-only-baseline {path}: no *_text_only samples there; run the base LLM on "
+                               "the *_text_only tasks with --log_samples")  # fmt: skip
+    models = sorted({run.model for run in runs})
+    if len(models) > 1:
+        raise ReportInputError(f"--text-only-baseline {path}: holds the text-only runs of {len(models)} models "
+                               f"({', '.join(models)}); give the base LLM's alone")  # fmt: skip
+    return {run.benchmark: run for run in runs}
 
 
 def _perturbation_entry(model: str, benchmark: str, candidates: list[_Source]) -> ModelBenchmark:

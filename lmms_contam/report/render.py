@@ -210,9 +210,10 @@ def detector_rows(analysed: Analysed) -> tuple[list[str], list[list[str]]]:
         row = [model, benchmark, f"{100 * result.comparison.delta:+.1f} ({MARK[result.verdict]})" if result else "-"]
         for detector in DETECTORS:
             signal = signals.get((model, benchmark, detector))
+            against = f", vs {signal.baseline}" if signal and signal.baseline else ""
             row.append(
                 f"{100 * signal.signal:+.1f} ({'flagged' if signal.flagged(analysed.alpha) else 'not flagged'}, "
-                f"p {p_text(signal.p_value)}, n {signal.n_items})"
+                f"p {p_text(signal.p_value)}, n {signal.n_items}{against})"
                 if signal
                 else "-"
             )
@@ -256,7 +257,9 @@ def detector_legend(alpha: float) -> str:
     return (
         f"Signals in points. {described}. The order detectors flag a drop and text-only flags a gain over chance, "
         f"each when its p < {alpha} (exact McNemar for the order detectors, one-sided exact test against chance "
-        "for text-only; uncorrected). All run on the original versions of the items the perturbation delta uses."
+        "for text-only; uncorrected). Where a text-only cell names a model (--text-only-baseline), the reference "
+        "is that base LLM's text-only accuracy on the same items (exact McNemar), as MMStar defines multi-modal "
+        "leakage, ML = max(0, signal). All run on the original versions of the items the perturbation delta uses."
     )
 
 

@@ -32,7 +32,7 @@ from lmms_contam.synthetic.models import ModelSpec, build_models, plan
 from lmms_contam.synthetic.scenes import draw_scene
 
 FLAW_RATES = (0.0, 0.1, 0.2, 0.4)  # fixed before the first run
-RECIPE = Path(__file__).parents[1] / "configs" / "perturb" / "flux_canny.yaml"  # its judge prompt and drift check
+RECIPE = Path(__file__).parents[1] / "configs" / "perturb" / "paper.yaml"  # its judge prompt and drift check
 
 
 @dataclass(frozen=True)
