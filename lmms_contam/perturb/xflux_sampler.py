@@ -90,7 +90,8 @@ class XFluxControlNetPipeline(FluxControlNetPipeline):
         return self.image_processor.postprocess(decoded, output_type="pil")
 
     def _control_input(self, images: Sequence[Image.Image], width: int, height: int) -> torch.Tensor:
-        """Pixels in [-1, 1] for XLabs' ControlNet; packed VAE latents for a ControlNet without a hint block."""
+        """Pixels in [-1, 1] for XLabs' ControlNet (x-flux's); for a ControlNet without a hint block (InstantX's,
+        which x-flux cannot run), packed VAE latents at the distribution's mode, where diffusers draws a sample."""
         device = self._execution_device
         control = torch.cat([self.prepare_image(image, width, height, 1, 1, device, self.vae.dtype)
                              for image in images])  # fmt: skip
