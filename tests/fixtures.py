@@ -167,6 +167,8 @@ def write_fixture_sets(folder: Path) -> dict[str, Path]:
     photos = real_photos()
     builders = {"mmstar": mmstar_rows, "realworldqa": realworldqa_rows, "naturalbench": naturalbench_rows}
     sets = {name: write_parquet(build(photos), name, folder / f"{name}.parquet") for name, build in builders.items()}
+    # MMStar's has a manifest beside it, as every set lmms-contam writes does: its hash names the set in records
+    (folder / "mmstar.manifest.json").write_text(json.dumps({"source": "tests/fixtures.py"}) + "\n")
     # The controlled experiment's benchmark is procedural: its own builder writes the fixture.
     sets["synthetic"] = build_test_set(12, folder / "synthetic.parquet")
     return sets

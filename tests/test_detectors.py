@@ -29,6 +29,7 @@ from lmms_contam.benchmarks.mm_perturb import read_tsv, row_options
 from lmms_contam.detectors.options import gold_moving_shuffle, names_option_letters, reorder_question, rotations
 from lmms_contam.detectors.signals import CIRCULAR, OPTION_SHUFFLE, TEXT_ONLY, UNROTATED, DetectorSignal
 from lmms_contam.imaging import BLANK_GREY
+from lmms_contam.records import ContamRecord
 from lmms_contam.schema import PerturbedSetError, option_letters
 
 BENCHMARKS = ("mmstar", "realworldqa", "synthetic")
@@ -108,7 +109,7 @@ def test_an_item_left_out_counts_by_its_one_answer():
     from lmms_contam.detectors.signals import circular
 
     def record(item, variant, correct):
-        return {"item_id": item, "variant": variant, "correct": correct, "stratum": "", "n_options": 2}
+        return ContamRecord("mmstar", item, item, variant, correct, n_options=2)
 
     records = [record("a", "rotation0", 1), record("a", "rotation1", 0), record("b", UNROTATED, 1),
                record("c", UNROTATED, 0)]  # fmt: skip

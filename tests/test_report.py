@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -302,6 +303,27 @@ def test_peer_detectors_sit_beside_the_perturbation_verdict(outputs, tmp_path):
     assert "<h2>Peer detectors</h2>" in page.read_text()
 
 
+def test_the_report_opens_the_set_that_was_scored_and_refuses_another(outputs, fixture_sets, tmp_path, monkeypatch):
+    """Every record names its set by the manifest's hash; a set here with another hash is refused, since its
+    verification record would describe items that were not scored."""
+    manifest = fixture_sets["mmstar"].with_name("mmstar.manifest.json")
+    digest = hashlib.sha256(manifest.read_bytes()).hexdigest()
+    (samples,) = outputs["memoriser"].rglob("*_samples_mmstar_contam.jsonl")
+    logged = {json.loads(line)["contam_ids"]["set_manifest"] for line in samples.read_text().splitlines()}
+    assert logged == {digest}
+    point_at_sets(monkeypatch, fixture_sets)
+    done = report(str(outputs["memoriser"]), "--json", str(tmp_path / "same.json"))
+    assert done.returncode == 0, done.stderr
+    (mmstar,) = [r for r in json.loads((tmp_path / "same.json").read_text())["results"] if r["benchmark"] == "mmstar"]
+    assert mmstar["set"]["location"] == str(fixture_sets["mmstar"])
+    other = tmp_path / "mmstar.parquet"
+    shutil.copy(fixture_sets["mmstar"], other)
+    other.with_name("mmstar.manifest.json").write_text('{"source": "another set"}\n')
+    monkeypatch.setenv("LMMS_CONTAM_DATASET_MMSTAR", str(other))
+    _refused([str(outputs["memoriser"])], tmp_path, f"mmstar: the runs scored the set whose manifest has SHA-256 "
+             f"{digest[:12]}, but the set that resolves here, {other}")  # fmt: skip
+
+
 def test_text_only_leakage_against_the_base_llms_text_only_run(outputs, tmp_path):
     """MMStar's definition: S_wv against the base LLM's S_t on the same items (here the dummy's run of
     mmstar_text_only stands in for a base LLM), ML = max(0, S_wv - S_t)."""
@@ -317,7 +339,7 @@ def test_text_only_leakage_against_the_base_llms_text_only_run(outputs, tmp_path
     assert entry["p_value"] == pytest.approx(binomtest(12 - base_right, 12 - base_right).pvalue)
     plain = report(str(outputs["detectors"])).stdout
     assert "vs dummy" in report(str(outputs["detectors"]), "--text-only-baseline", str(outputs["circular_only"])).stdout
-    assert "vs dummy" not in plain
+    assert "vs dummy" not in plain and "n 12, vs chance)" in plain
     # the reference must be one model's run, and a run that has text-only samples
     both = tmp_path / "both"
     for name in ("detectors", "circular_only"):

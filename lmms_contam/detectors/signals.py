@@ -1,8 +1,8 @@
 """Each peer detector's signal from per-document records: one module, so a task's metrics and the
 report's detector comparison are the same numbers.
 
-Records are the `contam_ids` dicts the plugin's tasks log (item_id, variant, correct, stratum,
-n_options). Variants: `rotation<r>` for CircularEval (`unrotated` for an item it leaves out, asked once
+Records are the `ContamRecord`s the plugin's tasks log (item_id, variant, correct, stratum, n_options
+are read here). Variants: `rotation<r>` for CircularEval (`unrotated` for an item it leaves out, asked once
 in its own order), `original_order`/`shuffled` for the option shuffle, `text_only` for the image withheld.
 """
 
@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from loguru import logger
 
 from lmms_contam import stats
+from lmms_contam.records import ContamRecord
 
 CIRCULAR = "circular"
 OPTION_SHUFFLE = "option_shuffle"
@@ -60,12 +61,15 @@ class DetectorSignal:
         return {**asdict(self), "signal": self.signal, "multimodal_leakage": self.multimodal_leakage}
 
 
-def versions_by_item(records: Iterable[dict], complete: Callable[[dict[str, dict]], bool]) -> dict[str, dict]:
+Versions = dict[str, ContamRecord]  # an item's records by variant
+
+
+def versions_by_item(records: Iterable[ContamRecord], complete: Callable[[Versions], bool]) -> dict[str, Versions]:
     """{item id: {variant: record}} for the items whose versions are all there; the rest are counted out
     with a warning (a --limit or partial run), never scored on a missing version."""
-    by_item: dict[str, dict[str, dict]] = defaultdict(dict)
+    by_item: dict[str, Versions] = defaultdict(dict)
     for record in records:
-        by_item[record["item_id"]][record["variant"]] = record
+        by_item[record.item_id][record.variant] = record
     kept = {item: versions for item, versions in sorted(by_item.items()) if complete(versions)}
     if len(kept) < len(by_item):
         logger.warning(
@@ -75,16 +79,16 @@ def versions_by_item(records: Iterable[dict], complete: Callable[[dict[str, dict
     return kept
 
 
-def _strata(first_versions: list[dict]) -> list[str] | None:
-    strata = [record["stratum"] for record in first_versions]
+def _strata(first_versions: list[ContamRecord]) -> list[str] | None:
+    strata = [record.stratum for record in first_versions]
     return strata if all(strata) else None
 
 
-def _order_signal(detector: str, items: dict[str, dict], reference: Callable[[dict], dict],
-                  changed: Callable[[dict], int], n_excluded: int = 0) -> DetectorSignal:  # fmt: skip
+def _order_signal(detector: str, items: dict[str, Versions], reference: Callable[[Versions], ContamRecord],
+                  changed: Callable[[Versions], int], n_excluded: int = 0) -> DetectorSignal:  # fmt: skip
     first = [reference(versions) for versions in items.values()]
     comparison = stats.compare_paired(
-        list(items), [r["correct"] for r in first], [changed(v) for v in items.values()], _strata(first)
+        list(items), [r.correct for r in first], [changed(v) for v in items.values()], _strata(first)
     )  # fmt: skip
     return DetectorSignal(
         detector, comparison.n_pairs, comparison.acc_original, comparison.acc_perturbed, comparison.mcnemar_p,
@@ -92,35 +96,35 @@ def _order_signal(detector: str, items: dict[str, dict], reference: Callable[[di
     )  # fmt: skip
 
 
-def circular(records: Iterable[dict]) -> DetectorSignal:
+def circular(records: Iterable[ContamRecord]) -> DetectorSignal:
     """CircularEval: an item counts only if every rotation of its options is answered right; an item it
     leaves out counts as VLMEvalKit counts it, by its one unrotated answer."""
 
-    def complete(versions: dict[str, dict]) -> bool:
-        n = next(iter(versions.values()))["n_options"]
+    def complete(versions: Versions) -> bool:
+        n = next(iter(versions.values())).n_options
         return set(versions) in ({f"rotation{r}" for r in range(n)}, {UNROTATED})
 
     items = versions_by_item(records, complete)
     return _order_signal(
         CIRCULAR, items, lambda versions: versions.get("rotation0") or versions[UNROTATED],
-        lambda versions: int(all(r["correct"] for r in versions.values())),
+        lambda versions: int(all(r.correct for r in versions.values())),
         sum(UNROTATED in versions for versions in items.values()),
     )  # fmt: skip
 
 
-def option_shuffle(records: Iterable[dict]) -> DetectorSignal:
+def option_shuffle(records: Iterable[ContamRecord]) -> DetectorSignal:
     """MM-Detect's option-order sensitivity: the same item with its options shuffled so the gold moves."""
     items = versions_by_item(records, lambda versions: set(versions) == {"original_order", "shuffled"})
     return _order_signal(OPTION_SHUFFLE, items, lambda versions: versions["original_order"],
-                         lambda versions: versions["shuffled"]["correct"])  # fmt: skip
+                         lambda versions: versions["shuffled"].correct)  # fmt: skip
 
 
-def text_only(records: Iterable[dict]) -> DetectorSignal:
+def text_only(records: Iterable[ContamRecord]) -> DetectorSignal:
     """MMStar-style leakage: right answers without the image, against guessing among the options."""
     items = versions_by_item(records, lambda versions: set(versions) == {TEXT_ONLY})
     kept = [versions[TEXT_ONLY] for versions in items.values()]
-    correct = [r["correct"] for r in kept]
-    chance = [1.0 / r["n_options"] for r in kept]
+    correct = [r.correct for r in kept]
+    chance = [1.0 / r.n_options for r in kept]
     n = len(kept)
     return DetectorSignal(
         TEXT_ONLY, n, sum(chance) / n if n else float("nan"), sum(correct) / n if n else float("nan"),
@@ -128,7 +132,9 @@ def text_only(records: Iterable[dict]) -> DetectorSignal:
     )  # fmt: skip
 
 
-def text_only_against(records: Iterable[dict], baseline_records: Iterable[dict], baseline: str) -> DetectorSignal:
+def text_only_against(
+    records: Iterable[ContamRecord], baseline_records: Iterable[ContamRecord], baseline: str
+) -> DetectorSignal:
     """MMStar's multi-modal leakage as its paper defines it: the model's accuracy without the image (S_wv)
     against its base LLM's text-only accuracy (S_t) on the same items, plain averages; exact McNemar on the
     paired answers. Items the baseline run lacks are left out with a warning."""
@@ -139,15 +145,15 @@ def text_only_against(records: Iterable[dict], baseline_records: Iterable[dict],
         logger.warning(f"lmms-contam: the text-only baseline {baseline} lacks {len(ours) - len(shared)} of the "
                        f"{len(ours)} item(s); the comparison uses the {len(shared)} in both")  # fmt: skip
     comparison = stats.compare_paired(
-        shared, [theirs[i][TEXT_ONLY]["correct"] for i in shared], [ours[i][TEXT_ONLY]["correct"] for i in shared]
+        shared, [theirs[i][TEXT_ONLY].correct for i in shared], [ours[i][TEXT_ONLY].correct for i in shared]
     )  # fmt: skip
     return DetectorSignal(
         TEXT_ONLY, comparison.n_pairs, comparison.acc_original, comparison.acc_perturbed, comparison.mcnemar_p,
-        sum(ours[i][TEXT_ONLY]["correct"] for i in shared), baseline=baseline,
+        sum(ours[i][TEXT_ONLY].correct for i in shared), baseline=baseline,
     )  # fmt: skip
 
 
-SIGNALS: dict[str, Callable[[Iterable[dict]], DetectorSignal]] = {
+SIGNALS: dict[str, Callable[[Iterable[ContamRecord]], DetectorSignal]] = {
     CIRCULAR: circular,
     OPTION_SHUFFLE: option_shuffle,
     TEXT_ONLY: text_only,
@@ -165,10 +171,10 @@ def detector_of(variant: str) -> str:
     raise ValueError(f"variant {variant!r} belongs to no peer detector")
 
 
-def signal_of(records: Iterable[dict]) -> DetectorSignal:
+def signal_of(records: Iterable[ContamRecord]) -> DetectorSignal:
     """The signal of the one detector whose records these are."""
     records = list(records)
-    found = {detector_of(r["variant"]) for r in records}
+    found = {detector_of(r.variant) for r in records}
     if len(found) != 1:
         raise ValueError(f"records of one detector expected, found {sorted(found) or 'none'}")
     return SIGNALS[found.pop()](records)

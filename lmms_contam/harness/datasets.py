@@ -12,6 +12,7 @@ Hugging Face hub dataset id (split `test`).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import threading
@@ -212,6 +213,22 @@ def resolve(benchmark: str, fetch: bool = True) -> SetLocation:
         f"{build} ${name} (or the config file's datasets.{benchmark}) at a perturbed set in the lmms-contam "
         f"schema: a parquet file, a save_to_disk folder or a hub dataset id (README: 'Perturbed sets')."
     )
+
+
+def manifest_path(location: SetLocation) -> Path | None:
+    """The manifest beside a local set (`<name>.manifest.json` beside a file, `data.manifest.json` in a
+    folder), where there is one; a hub set has none here."""
+    if location.kind == "hub":
+        return None
+    path = Path(location.value)
+    manifest = path.with_name(path.stem + ".manifest.json") if path.is_file() else path / "data.manifest.json"
+    return manifest if manifest.is_file() else None
+
+
+def manifest_sha256(location: SetLocation) -> str | None:
+    """What names a set in every record scored on it, so the report can open that set and no other."""
+    manifest = manifest_path(location)
+    return hashlib.sha256(manifest.read_bytes()).hexdigest() if manifest else None
 
 
 def read_location(location: SetLocation) -> datasets.Dataset:

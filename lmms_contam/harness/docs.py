@@ -22,18 +22,20 @@ from lmms_contam.detectors.options import (
 )
 from lmms_contam.detectors.signals import CIRCULAR, OPTION_SHUFFLE, TEXT_ONLY, UNROTATED
 from lmms_contam.harness.builtin import BUILTIN_TASKS, VARIANTS
-from lmms_contam.harness.datasets import load_perturbed_set, lookup, switched_on
+from lmms_contam.harness.datasets import load_perturbed_set, lookup, manifest_sha256, resolve, switched_on
 from lmms_contam.imaging import blank_png, stored_size
 from lmms_contam.schema import IMAGE_COLUMNS, PerturbedSetError, option_letters
 from lmms_contam.stats import stable_seed
 
 
 def build_docs(
-    rows: datasets.Dataset, benchmark: str, versions: Callable[[dict], list[dict]], name: str
-) -> datasets.Dataset:
+    rows: datasets.Dataset, benchmark: str, versions: Callable[[dict], list[dict]], name: str,
+    set_manifest: str | None = None,
+) -> datasets.Dataset:  # fmt: skip
     """Turn schema rows into built-in-shaped docs, `versions(row)` per row, without re-encoding images.
 
-    `name` identifies `versions` in the datasets cache fingerprint.
+    `name` identifies `versions` in the datasets cache fingerprint; `set_manifest`, the set's manifest hash,
+    goes into every document and so into every record scored on it.
     """
     task = BUILTIN_TASKS[benchmark]
     raw = rows
@@ -44,13 +46,17 @@ def build_docs(
         out: dict[str, list] = defaultdict(list)
         for i in range(len(batch["item_id"])):
             for doc in versions({key: values[i] for key, values in batch.items()}):
-                for key, value in doc.items():
+                for key, value in {**doc, "contam_set_manifest": set_manifest}.items():
                     out[key].append(value)
         return dict(out)
 
-    fingerprint = f"{stable_seed('lmms-contam-docs', raw._fingerprint, benchmark, name):016x}"
+    fingerprint = f"{stable_seed('lmms-contam-docs', raw._fingerprint, benchmark, name, str(set_manifest)):016x}"
     docs = raw.map(expand, batched=True, remove_columns=raw.column_names, new_fingerprint=fingerprint)
     return docs.cast_column(task.image_field, datasets.Image())
+
+
+def scored_set_manifest(benchmark: str) -> str | None:
+    return manifest_sha256(resolve(benchmark))
 
 
 def _process_docs(benchmark: str, variants: tuple[str, ...]) -> Callable[[datasets.Dataset], datasets.Dataset]:
@@ -59,7 +65,7 @@ def _process_docs(benchmark: str, variants: tuple[str, ...]) -> Callable[[datase
 
     def process_docs(_locator: datasets.Dataset) -> datasets.Dataset:
         versions = lambda row: [task.to_doc(row, variant) for variant in variants]  # noqa: E731
-        return build_docs(load_perturbed_set(benchmark), benchmark, versions, name)
+        return build_docs(load_perturbed_set(benchmark), benchmark, versions, name, scored_set_manifest(benchmark))
 
     process_docs.__name__ = name
     return process_docs
@@ -141,7 +147,7 @@ def _detector_docs(benchmark: str, detector: str) -> Callable[[datasets.Dataset]
                                      text_only_as=text_only_as)  # fmt: skip
         name = f"{benchmark}_{detector}" + ("_rotate_all" if rotate_all else "")  # the docs' cache key
         name += f"_{text_only_as}" if detector == TEXT_ONLY else ""
-        return build_docs(load_perturbed_set(benchmark), benchmark, versions, name)
+        return build_docs(load_perturbed_set(benchmark), benchmark, versions, name, scored_set_manifest(benchmark))
 
     process_docs.__name__ = f"{benchmark}_{detector}"
     return process_docs

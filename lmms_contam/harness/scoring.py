@@ -11,9 +11,16 @@ from collections.abc import Callable
 
 from lmms_contam import stats
 from lmms_contam.detectors.options import LAYOUTS
-from lmms_contam.detectors.signals import CIRCULAR, OPTION_SHUFFLE, TEXT_ONLY, signal_of, versions_by_item
+from lmms_contam.detectors.signals import (
+    CIRCULAR,
+    OPTION_SHUFFLE,
+    TEXT_ONLY,
+    DetectorSignal,
+    signal_of,
+    versions_by_item,
+)
 from lmms_contam.harness.builtin import BUILTIN_TASKS
-from lmms_contam.schema import SCHEMA_VERSION
+from lmms_contam.records import ContamRecord
 
 PAIRED_METRICS = (
     "acc_original",
@@ -29,24 +36,19 @@ NATURALBENCH_METRICS = ("naturalbench_ACC", "naturalbench_Q_ACC", "naturalbench_
 
 
 def _score(benchmark: str, doc: dict, results: list) -> tuple[dict, dict]:
-    """The built-in output and this plugin's per-document record (ids + 0/1 correctness)."""
+    """The built-in output and this plugin's per-document record (ids + 0/1 correctness), as logged."""
     builtin_output, correct = BUILTIN_TASKS[benchmark].scorer.score(doc, results)
-    record = {
-        "schema_version": SCHEMA_VERSION,
-        "benchmark": benchmark,
-        "item_id": doc["contam_item_id"],
-        "original_id": doc["contam_original_id"],
-        "variant": doc["contam_variant"],
-        "gold": doc["contam_gold"],
-        "correct": correct,
-        "n_options": doc["contam_n_options"],
-        "stratum": doc["contam_stratum"],
-        "group": doc["contam_group"],
-        "slot": doc["contam_slot"],
-    }
-    if "contam_text_only_input" in doc:  # which form withheld the image: "none" or a "blank" canvas
-        record["text_only_input"] = doc["contam_text_only_input"]
-    return builtin_output, record
+    record = ContamRecord(
+        benchmark=benchmark, item_id=doc["contam_item_id"], original_id=doc["contam_original_id"],
+        variant=doc["contam_variant"], correct=correct, n_options=doc["contam_n_options"], gold=doc["contam_gold"],
+        stratum=doc["contam_stratum"], group=doc["contam_group"], slot=doc["contam_slot"],
+        set_manifest=doc.get("contam_set_manifest"), text_only_input=doc.get("contam_text_only_input"),
+    )  # fmt: skip
+    return builtin_output, record.as_logged()
+
+
+def _records(logged: list[dict]) -> list[ContamRecord]:
+    return [ContamRecord.from_logged(record, "lmms-contam aggregation") for record in logged]
 
 
 def _single_variant(benchmark: str) -> Callable[[dict, list], dict]:
@@ -104,17 +106,21 @@ synthetic_option_shuffle_results = detector_results["synthetic", OPTION_SHUFFLE]
 synthetic_text_only_results = detector_results["synthetic", TEXT_ONLY]
 
 
-def paired_comparison(records: list[dict]) -> stats.PairedComparison:
+def paired_comparison(logged: list[dict]) -> stats.PairedComparison:
     """Join the two versions of each item; an item seen in only one version is left out, with a warning."""
-    complete = versions_by_item(records, lambda versions: len(versions) == 2)
+    complete = versions_by_item(_records(logged), lambda versions: len(versions) == 2)
     items = list(complete)
-    strata = [complete[i]["original"]["stratum"] for i in items]
+    strata = [complete[i]["original"].stratum for i in items]
     return stats.compare_paired(
         items,
-        [complete[i]["original"]["correct"] for i in items],
-        [complete[i]["perturbed"]["correct"] for i in items],
+        [complete[i]["original"].correct for i in items],
+        [complete[i]["perturbed"].correct for i in items],
         strata if all(strata) else None,
     )
+
+
+def detector_signal_of(logged: list[dict]) -> DetectorSignal:
+    return signal_of(_records(logged))
 
 
 def _aggregation(compute: Callable[[list[dict]], object], field: str) -> Callable[[list[dict]], float]:
@@ -141,13 +147,13 @@ n_pairs = _paired_statistic("n_pairs")
 # Items right on the original and wrong on the counterfactual: the per-sample signal.
 n_flagged = _paired_statistic("right_to_wrong")
 
-detector_reference = _aggregation(signal_of, "reference")
-detector_score = _aggregation(signal_of, "score")
-detector_signal = _aggregation(signal_of, "signal")
-detector_p_value = _aggregation(signal_of, "p_value")
-detector_n_items = _aggregation(signal_of, "n_items")
-detector_n_changed = _aggregation(signal_of, "n_changed")
-detector_n_excluded = _aggregation(signal_of, "n_excluded")
+detector_reference = _aggregation(detector_signal_of, "reference")
+detector_score = _aggregation(detector_signal_of, "score")
+detector_signal = _aggregation(detector_signal_of, "signal")
+detector_p_value = _aggregation(detector_signal_of, "p_value")
+detector_n_items = _aggregation(detector_signal_of, "n_items")
+detector_n_changed = _aggregation(detector_signal_of, "n_changed")
+detector_n_excluded = _aggregation(detector_signal_of, "n_excluded")
 
 
 def _naturalbench_score(metric: str) -> Callable[[list[dict]], float]:

@@ -27,7 +27,7 @@ from lmms_contam.perturb.config import PerturbConfig
 from lmms_contam.perturb.edit import Editor, EditRequest, FluxEditor
 from lmms_contam.perturb.review import Counterfactual, load_decisions, write_review
 from lmms_contam.perturb.swap import swap_answer
-from lmms_contam.perturb.verify import answer_letter, automatic_outcome, drift, judge_counterfactual
+from lmms_contam.perturb.verify import CounterfactualJob, automatic_outcome, judge_job
 from lmms_contam.schema import SCHEMA_VERSION, write_parquet
 from lmms_contam.store import StageStore
 
@@ -66,76 +66,42 @@ def run(
     out = Path(out)
     store = StageStore(out / "work")
     counts: dict[str, Counter] = {stage: Counter() for stage in ("load", "swap", "caption", "edit", "verify")}
-    ready: list[tuple[str, Item, str]] = []
-    for item in items:
-        if isinstance(item, Skipped):
-            counts["load"][item.reason] += 1
-            continue
-        new_answer = swap_answer(item, config.seed)
-        if isinstance(new_answer, Skipped):
-            counts["swap"][new_answer.reason] += 1
-            continue
-        ready.append((f"{benchmark}-{item.original_id}-s{config.seed}", item, new_answer))
-    ready = ready[index::count]
-
+    # 1. Swap: a new gold answer per item (this shard's share of them).
+    ready = _swapped(benchmark, items, config.seed, counts)[index::count]
+    # 2. Caption: the VLM's edit caption for each.
     captioner = ChatClient(config.caption_endpoint, stage="caption")
-    captions = captioner.map(
-        lambda job: write_caption(captioner, store, job[0], job[1], job[2], config.caption), ready, desc="caption"
-    )
+    captions = captioner.map(lambda job: write_caption(captioner, store, job.key, job.item, job.new_answer,
+                                                       config.caption), ready, desc="caption")  # fmt: skip
     captioned = []
     for job, caption in zip(ready, captions, strict=True):
         if isinstance(caption, BaseException):
             counts["caption"][f"failed: {type(caption).__name__}"] += 1
         else:
-            captioned.append((*job, caption["caption"]))
-
+            captioned.append(replace(job, caption=caption["caption"]))
+    # 3. Edit: the counterfactual image of each, then its drift check.
     editor = editor or FluxEditor(config.generate)
-    described = editor.describe()
-
-    def image_inputs(key: str, item: Item, caption: str) -> dict:
-        return {"image": image_sha256(item.image), "caption": caption, "seed": config.generate.seed_for(key),
-                "editor": described}  # fmt: skip
-
-    todo = [job for job in captioned if store.get_bytes(IMAGE_STAGE, job[0], image_inputs(job[0], job[1], job[3]),
-                                                        ".png") is None]  # fmt: skip
-    chunk = max(1, getattr(config.generate, "batch_size", 1)) * 4
-    for start in tqdm(range(0, len(todo), chunk), desc="edit", disable=not todo):
-        batch = todo[start : start + chunk]
-        requests = [EditRequest(key, item.image, caption, config.generate.seed_for(key))
-                    for key, item, _, caption in batch]  # fmt: skip
-        for (key, item, _, caption), image in zip(batch, editor.edit(requests), strict=True):
-            buffer = io.BytesIO()
-            image.save(buffer, format="PNG")
-            store.put_bytes(IMAGE_STAGE, key, image_inputs(key, item, caption), buffer.getvalue(), ".png")
-
+    edited = _edited(captioned, editor, config, store)
+    # 4. Judge each counterfactual (when the recipe has a judge).
     judge_client = ChatClient(config.judge_endpoint, stage="judge") if config.judge is not None else None
-    verdicts = []
-    for key, item, new_answer, caption in captioned:
-        image = Image.open(store.path(IMAGE_STAGE, key, ".png")).convert("RGB")
-        verdicts.append((key, item, new_answer, caption, image, drift(item.image, image, config.drift)))
-
-    def check(job):
-        key, item, new_answer, _, image, _ = job
-        return judge_counterfactual(
-            judge_client, store, key, item, image, answer_letter(item, new_answer), config.judge
-        )
-
-    judged = judge_client.map(check, verdicts, desc="judge") if judge_client else [None] * len(verdicts)
+    verdicts = (judge_client.map(judge_job(judge_client, store, config.judge), edited, desc="judge")
+                if judge_client else [None] * len(edited))  # fmt: skip
+    # 5. Decide: the automatic outcome, unless a human's decision in review.json overrides it.
     decisions = load_decisions(out / "review.json")
     rows, candidates = [], []
-    for (key, item, new_answer, caption, image, drifted), verdict in zip(verdicts, judged, strict=True):
+    for job, verdict in zip(edited, verdicts, strict=True):
         if isinstance(verdict, BaseException):
             counts["verify"][f"judge failed: {type(verdict).__name__}"] += 1
             continue
-        automatic = automatic_outcome(drifted, verdict)
-        candidates.append(Counterfactual(key, item, new_answer, caption, image, automatic))
-        decision = decisions.get(key, "auto")
+        automatic = automatic_outcome(job.drifted, verdict)
+        candidates.append(Counterfactual(job, automatic))
+        decision = decisions.get(job.key, "auto")
         if decision == "reject" or (decision == "auto" and automatic != "keep"):
             counts["verify"][automatic if decision == "auto" else "human: reject"] += 1
         else:
-            rows.append(_row(benchmark, key, item, new_answer, caption, store, config, drifted, verdict, decision))
+            rows.append(_row(benchmark, job, store, config, verdict, decision))
     if count == 1:
         write_review(out, candidates, decisions)
+    # 6. Write the set and its manifest, unless too many API calls failed (then nothing that looks complete).
     clients = [captioner, *([judge_client] if judge_client else [])]
     summary = {"items": len(ready) + sum(counts["load"].values()) + sum(counts["swap"].values()),
                "kept": len(rows), "skipped": {stage: dict(c) for stage, c in counts.items() if c},
@@ -154,6 +120,47 @@ def run(
         write_parquet(rows, benchmark, out / "data.parquet")
     _write_manifest(out, benchmark, config, editor, {**summary, "complete": True}, store)
     return result
+
+
+def _swapped(
+    benchmark: str, items: Iterable[Item | Skipped], seed: int, counts: dict[str, Counter]
+) -> list[CounterfactualJob]:
+    """A job per item that can take part; the others counted by stage and reason."""
+    jobs = []
+    for item in items:
+        if isinstance(item, Skipped):
+            counts["load"][item.reason] += 1
+            continue
+        new_answer = swap_answer(item, seed)
+        if isinstance(new_answer, Skipped):
+            counts["swap"][new_answer.reason] += 1
+            continue
+        jobs.append(CounterfactualJob(f"{benchmark}-{item.original_id}-s{seed}", item, new_answer))
+    return jobs
+
+
+def _edited(
+    jobs: list[CounterfactualJob], editor: Editor, config: PerturbConfig, store: StageStore
+) -> list[CounterfactualJob]:
+    """Every job with its image: stored ones reused, the rest generated in batches and stored as they come."""
+    described = editor.describe()
+
+    def inputs(job: CounterfactualJob) -> dict:
+        return {"image": image_sha256(job.item.image), "caption": job.caption,
+                "seed": config.generate.seed_for(job.key), "editor": described}  # fmt: skip
+
+    todo = [job for job in jobs if store.get_bytes(IMAGE_STAGE, job.key, inputs(job), ".png") is None]
+    chunk = max(1, getattr(config.generate, "batch_size", 1)) * 4
+    for start in tqdm(range(0, len(todo), chunk), desc="edit", disable=not todo):
+        batch = todo[start : start + chunk]
+        requests = [EditRequest(job.key, job.item.image, job.caption, config.generate.seed_for(job.key))
+                    for job in batch]  # fmt: skip
+        for job, image in zip(batch, editor.edit(requests), strict=True):
+            buffer = io.BytesIO()
+            image.save(buffer, format="PNG")
+            store.put_bytes(IMAGE_STAGE, job.key, inputs(job), buffer.getvalue(), ".png")
+    return [job.with_image(Image.open(store.path(IMAGE_STAGE, job.key, ".png")).convert("RGB"), config.drift)
+            for job in jobs]  # fmt: skip
 
 
 def _write_manifest(out: Path, benchmark: str, config: PerturbConfig, editor: Editor, summary: dict,
@@ -180,21 +187,23 @@ def _write_manifest(out: Path, benchmark: str, config: PerturbConfig, editor: Ed
         tmp.write_text(json.dumps(manifest, indent=2) + "\n")
 
 
-def _row(benchmark, key, item, new_answer, caption, store, config, drifted, verdict, decision) -> dict:
-    provenance = {"source": "lmms-contam perturb", "caption": caption, "edit_seed": config.generate.seed_for(key),
-                  "editor": config.generate.backend, "base_model": config.generate.base_model,
-                  "drift": drifted, "judge": None if verdict is None else verdict["outcome"],
-                  "human": decision}  # fmt: skip
+def _row(benchmark: str, job: CounterfactualJob, store: StageStore, config: PerturbConfig, verdict: dict | None,
+         decision: str) -> dict:  # fmt: skip
+    provenance = {"source": "lmms-contam perturb", "caption": job.caption,
+                  "edit_seed": config.generate.seed_for(job.key), "editor": config.generate.backend,
+                  "base_model": config.generate.base_model, "drift": job.drifted,
+                  "judge": None if verdict is None else verdict["outcome"], "human": decision}  # fmt: skip
+    item = job.item
     return {
-        "item_id": key,
+        "item_id": job.key,
         "original_id": item.original_id,
         "benchmark": benchmark,
         "question": item.question,
         "options": list(item.options),
         "original_answer": item.answer,
-        "new_answer": new_answer,
+        "new_answer": job.new_answer,
         "original_image": item.image,
-        "image": {"bytes": store.path(IMAGE_STAGE, key, ".png").read_bytes(), "path": None},
+        "image": {"bytes": store.path(IMAGE_STAGE, job.key, ".png").read_bytes(), "path": None},
         "provenance": json.dumps(provenance),
         "schema_version": SCHEMA_VERSION,
         **item.extra,

@@ -13,22 +13,18 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from PIL import Image
-
 from lmms_contam.atomic import atomic_path
 from lmms_contam.imaging import thumbnail_uri
-from lmms_contam.items import Item
+from lmms_contam.perturb.verify import CounterfactualJob
 
 DECISIONS = ("auto", "keep", "reject")
 
 
 @dataclass(frozen=True)
 class Counterfactual:
-    key: str
-    item: Item
-    new_answer: str
-    caption: str
-    image: Image.Image
+    """A judged job, shown for review."""
+
+    job: CounterfactualJob
     automatic: str  # "keep" or the reason for rejecting
 
 
@@ -49,19 +45,19 @@ def load_decisions(path: Path) -> dict[str, str]:
 
 
 def write_review(out: Path, candidates: list[Counterfactual], decisions: dict[str, str]) -> None:
-    entries = {c.key: {"decision": decisions.get(c.key, "auto"), "automatic": c.automatic,
-                       "original_id": c.item.original_id} for c in candidates}  # fmt: skip
+    entries = {c.job.key: {"decision": decisions.get(c.job.key, "auto"), "automatic": c.automatic,
+                           "original_id": c.job.item.original_id} for c in candidates}  # fmt: skip
     with atomic_path(out / "review.json") as tmp:
         tmp.write_text(json.dumps(entries, indent=1, sort_keys=True) + "\n")
     cards = []
     for c in candidates:
-        decision = decisions.get(c.key, "auto")
+        job, decision = c.job, decisions.get(c.job.key, "auto")
         cards.append(
-            f'<div class="card"><img alt="original" src="{thumbnail_uri(c.item.image)}">'
-            f'<img alt="perturbed" src="{thumbnail_uri(c.image)}"><div><b>{html.escape(c.key)}</b>'
-            f"<pre>{html.escape(c.item.question)}</pre>"
-            f"<p>gold: original <b>{html.escape(c.item.answer)}</b>, perturbed <b>{html.escape(c.new_answer)}</b></p>"
-            f"<p>caption: {html.escape(c.caption)}</p><p>automatic: {html.escape(c.automatic)}; "
+            f'<div class="card"><img alt="original" src="{thumbnail_uri(job.item.image)}">'
+            f'<img alt="perturbed" src="{thumbnail_uri(job.image)}"><div><b>{html.escape(job.key)}</b>'
+            f"<pre>{html.escape(job.item.question)}</pre>"
+            f"<p>gold: original <b>{html.escape(job.item.answer)}</b>, perturbed <b>{html.escape(job.new_answer)}</b>"
+            f"</p><p>caption: {html.escape(job.caption)}</p><p>automatic: {html.escape(c.automatic)}; "
             f"decision: <b>{decision}</b></p></div></div>"
         )
     page = (

@@ -8,7 +8,8 @@ model could otherwise pass or fail for the wrong reason).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import numpy as np
 from PIL import Image
@@ -131,3 +132,31 @@ def drift(original: Image.Image, perturbed: Image.Image, settings: DriftSettings
     else:
         outcome = "keep"
     return {"outcome": outcome, "change": round(change, 5), "resemblance": round(resemblance, 5)}
+
+
+@dataclass(frozen=True)
+class CounterfactualJob:
+    """One item's counterfactual on its way through the stages: the new answer, then the edit caption, then
+    the image with its drift check; `perturb` and `verify` judge the same record."""
+
+    key: str
+    item: Item
+    new_answer: str
+    caption: str = ""
+    image: Image.Image | None = None
+    drifted: dict | None = None  # the drift check's result, once there is an image
+
+    def with_image(self, image: Image.Image, settings: DriftSettings) -> CounterfactualJob:
+        return replace(self, image=image, drifted=drift(self.item.image, image, settings))
+
+
+def judge_job(
+    client: ChatClient, store: StageStore, settings: CounterfactualJudgeSettings
+) -> Callable[[CounterfactualJob], dict]:
+    """The judge's stored verdict on a job's counterfactual (see judge_counterfactual)."""
+
+    def judge(job: CounterfactualJob) -> dict:
+        letter = answer_letter(job.item, job.new_answer)
+        return judge_counterfactual(client, store, job.key, job.item, job.image, letter, settings)
+
+    return judge

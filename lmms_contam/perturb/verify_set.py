@@ -27,7 +27,7 @@ from lmms_contam.items import Item
 from lmms_contam.llm import ChatClient, TooManyFailures, failure_problems
 from lmms_contam.perturb.config import PerturbConfig
 from lmms_contam.perturb.review import Counterfactual, load_decisions, write_review
-from lmms_contam.perturb.verify import JUDGE_STAGE, answer_letter, automatic_outcome, drift, judge_counterfactual
+from lmms_contam.perturb.verify import JUDGE_STAGE, CounterfactualJob, automatic_outcome, judge_job
 from lmms_contam.schema import VERIFIED_SUBSET, PerturbedSetError, columns_for, validate
 from lmms_contam.store import StageStore
 
@@ -80,31 +80,26 @@ def verify_set(folder: str | Path, config: PerturbConfig, max_failure_rate: floa
     rows, benchmark = _read(source)
     store = StageStore(base / "verify-work")
     client = ChatClient(config.judge_endpoint, stage="judge")
-    jobs = []
-    for row in rows:
-        item = _item(row, benchmark)
-        image = row["image"].convert("RGB")
-        jobs.append((row["item_id"], item, row["new_answer"], image, drift(item.image, image, config.drift)))
-
-    def check(job: tuple) -> dict:
-        key, item, new_answer, image, _ = job
-        return judge_counterfactual(client, store, key, item, image, answer_letter(item, new_answer), config.judge)
-
-    verdicts = client.map(check, jobs, desc=f"verifying {benchmark}")
+    jobs = [
+        CounterfactualJob(row["item_id"], _item(row, benchmark), row["new_answer"],
+                          json.loads(row["provenance"] or "{}").get("caption") or "")
+        .with_image(row["image"].convert("RGB"), config.drift)
+        for row in rows
+    ]  # fmt: skip
+    verdicts = client.map(judge_job(client, store, config.judge), jobs, desc=f"verifying {benchmark}")
     problems = failure_problems([client.outcomes], max_failure_rate)
     if problems:
         raise TooManyFailures("; ".join(problems))
     out = base / VERIFIED_SUBSET
     decisions = load_decisions(out / "review.json")
     outcomes, kept, candidates = Counter(), [], []
-    for number, ((key, item, new_answer, image, drifted), verdict) in enumerate(zip(jobs, verdicts, strict=True)):
+    for number, (job, verdict) in enumerate(zip(jobs, verdicts, strict=True)):
         if isinstance(verdict, BaseException):
             outcomes[f"judge failed: {type(verdict).__name__}"] += 1
             continue
-        automatic = automatic_outcome(drifted, verdict)
-        caption = json.loads(rows[number]["provenance"] or "{}").get("caption", "")
-        candidates.append(Counterfactual(key, item, new_answer, caption or "", image, automatic))
-        decision = decisions.get(key, "auto")
+        automatic = automatic_outcome(job.drifted, verdict)
+        candidates.append(Counterfactual(job, automatic))
+        decision = decisions.get(job.key, "auto")
         if decision == "reject" or (decision == "auto" and automatic != "keep"):
             outcomes[automatic if decision == "auto" else "human: reject"] += 1
         else:

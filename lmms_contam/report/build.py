@@ -36,9 +36,11 @@ def build(
         rates=rates.load(scans) if scans is not None else [],
         scanned=[analysis.analyse_scanned(run) for run in loaded.scanned],
     )
-    statuses = {benchmark: set_status(benchmark) for benchmark in {r.benchmark for r in analysed.results}}
+    # the set each result was scored on, as its records name it; each is looked up once
+    scored = {(entry.model, entry.benchmark): (entry.benchmark, entry.set_manifest) for entry in loaded.benchmarks}
+    statuses = {key: set_status(*key) for key in set(scored.values())}
     for result in analysed.results:
-        result.scored_set = statuses[result.benchmark]
+        result.scored_set = statuses[scored[result.model, result.benchmark]]
     text = render.to_markdown(analysed)
     outputs: dict[Path, str] = {}
     if markdown:

@@ -9,25 +9,29 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from tqdm.auto import tqdm
 
 from lmms_contam.benchmarks import SCANNABLE
 from lmms_contam.detectors.options import LAYOUTS
 from lmms_contam.detectors.signals import DETECTORS, TEXT_ONLY
-from lmms_contam.schema import BENCHMARK_COLUMNS, SCHEMA_VERSION
+from lmms_contam.records import ContamRecord, checked
+from lmms_contam.schema import BENCHMARK_COLUMNS
 
 TASK_VERSION = 1.0
 KNOWN_TASK = re.compile(rf"^({'|'.join(BENCHMARK_COLUMNS)})_(contam|original|perturbed)$")
 DETECTOR_TASK = re.compile(rf"^({'|'.join(LAYOUTS)})_({'|'.join(DETECTORS)})$")
-DETECTOR_FIELDS = ("item_id", "variant", "correct", "stratum", "n_options")
 # `<benchmark>_scanned`, or a task including its YAML under a longer name (e.g. one reading a local copy).
 SCANNED_TASK = re.compile(rf"^({'|'.join(SCANNABLE)})_(scanned)(?:_[\w-]+)?$")
 SCANNED_FIELDS = ("item_id", "correct", "image_only", "image_text")
 SAMPLES_FILE = re.compile(r"^(?P<stamp>.+)_samples_(?P<task>.+)\.jsonl$")
+
+
+T = TypeVar("T")
 
 
 class ReportInputError(ValueError):
@@ -35,16 +39,10 @@ class ReportInputError(ValueError):
 
 
 @dataclass(frozen=True)
-class ScoredItem:
-    item_id: str
-    original_id: str
-    variant: str
-    correct: int
-    stratum: str
-    group: str
-    slot: str
-    gold: str
-    response: str
+class ScoredItem(ContamRecord):
+    """A logged record with the model's reply."""
+
+    response: str = ""
 
 
 @dataclass
@@ -56,6 +54,16 @@ class ModelBenchmark:
     items: dict[str, dict[str, ScoredItem]] = field(default_factory=lambda: defaultdict(dict))
     sources: dict[str, str] = field(default_factory=dict)  # variant -> file
 
+    @property
+    def set_manifest(self) -> str | None:
+        """The manifest hash of the set these items were scored on (None for runs that did not record one)."""
+        found = {item.set_manifest for versions in self.items.values() for item in versions.values()}
+        if len(found) > 1:
+            files = ", ".join(self.sources.values())
+            raise ReportInputError(f"{self.model}, {self.benchmark}: the runs ({files}) scored {len(found)} "
+                                   "different perturbed sets; report each set's runs apart")  # fmt: skip
+        return found.pop() if found else None
+
 
 @dataclass(frozen=True)
 class DetectorRun:
@@ -64,7 +72,7 @@ class DetectorRun:
     model: str
     benchmark: str
     detector: str
-    records: list[dict]
+    records: list[ContamRecord]
     source: str
 
 
@@ -190,40 +198,19 @@ def _number(value: object) -> float | None:
         return None
 
 
-PERTURBATION_FIELDS = ("item_id", "original_id", "variant", "correct")
-
-
-def _ids(sample: dict, source: Path, line: int, fields: tuple[str, ...]) -> dict:
-    """The sample's contam_ids record, refused (file and line named) when absent, of another schema
-    version, without a field the analysis reads, or with a correctness that is not 0 or 1."""
-    ids = sample.get("contam_ids")
-    if not isinstance(ids, dict):
-        raise ReportInputError(f"{source}:{line}: no contam_ids (not written by an lmms-contam task?)")
-    if ids.get("schema_version") != SCHEMA_VERSION:
-        raise ReportInputError(f"{source}:{line}: schema version {ids.get('schema_version')}")
-    missing = [name for name in fields if name not in ids]
-    if missing:
-        raise ReportInputError(f"{source}:{line}: contam_ids lacks {', '.join(missing)}")
-    if "correct" in fields and (isinstance(ids["correct"], bool) or ids["correct"] not in (0, 1)):
-        raise ReportInputError(f"{source}:{line}: contam_ids.correct is {ids['correct']!r}, expected 0 or 1")
-    return ids
+def _record(sample: dict, source: Path, line: int) -> ContamRecord:
+    """A perturbation or detector sample's record."""
+    try:
+        return ContamRecord.from_logged(sample.get("contam_ids"), f"{source}:{line}")
+    except ValueError as exc:
+        raise ReportInputError(str(exc)) from exc
 
 
 def _to_item(sample: dict, source: Path, line: int) -> ScoredItem:
-    ids = _ids(sample, source, line, PERTURBATION_FIELDS)
     response = sample.get("filtered_resps")
     response = response[0] if isinstance(response, list) and response else response
-    return ScoredItem(
-        item_id=str(ids["item_id"]),
-        original_id=str(ids["original_id"]),
-        variant=str(ids["variant"]),
-        correct=int(ids["correct"]),
-        stratum=str(ids.get("stratum") or ""),
-        group=str(ids.get("group") or ""),
-        slot=str(ids.get("slot") or ""),
-        gold=str(ids.get("gold", "")),
-        response=str(response if response is not None else ""),
-    )
+    logged = _record(sample, source, line).as_logged()
+    return ScoredItem(**logged, response=str(response if response is not None else ""))
 
 
 @dataclass(frozen=True)
@@ -343,27 +330,37 @@ def _perturbation_entry(model: str, benchmark: str, candidates: list[_Source]) -
     return entry
 
 
-def _records(source: _Source, fields: tuple[str, ...]) -> list[dict]:
-    """Every sample's contam_ids, checked for schema, the fields the analysis reads, and repeats."""
+def _unrepeated(source: _Source, read: Callable[[dict, Path, int], T], key: Callable[[T], tuple[str, str]]) -> list[T]:
+    """Every sample of a run read as a record; an item (in a version) logged twice is refused."""
     records, seen = [], set()
     for number, sample in _read_samples(source.samples, source.logged):
-        ids = _ids(sample, source.samples, number, fields)
-        key = (str(ids["item_id"]), str(ids.get("variant")))
-        if key in seen:
-            version = f" ({key[1]})" if ids.get("variant") else ""
-            raise ReportInputError(f"{source.samples}:{number}: repeats item {key[0]}{version}")
-        seen.add(key)
-        records.append(ids)
+        record = read(sample, source.samples, number)
+        if key(record) in seen:
+            item_id, variant = key(record)
+            raise ReportInputError(
+                f"{source.samples}:{number}: repeats item {item_id}{f' ({variant})' if variant else ''}"
+            )
+        seen.add(key(record))
+        records.append(record)
     return records
 
 
+def _scanned_ids(sample: dict, source: Path, line: int) -> dict:
+    """A scanned task's record: contamination flags per item, not a ContamRecord."""
+    try:
+        return checked(sample.get("contam_ids"), f"{source}:{line}", SCANNED_FIELDS)
+    except ValueError as exc:
+        raise ReportInputError(str(exc)) from exc
+
+
 def _detector_run(source: _Source) -> DetectorRun:
-    return DetectorRun(source.model, source.benchmark, source.kind, _records(source, DETECTOR_FIELDS),
-                       str(source.samples))  # fmt: skip
+    records = _unrepeated(source, _record, lambda r: (r.item_id, r.variant))
+    return DetectorRun(source.model, source.benchmark, source.kind, records, str(source.samples))
 
 
 def _scanned_run(source: _Source) -> ScannedRun:
-    return ScannedRun(source.model, source.benchmark, _records(source, SCANNED_FIELDS), str(source.samples))
+    records = _unrepeated(source, _scanned_ids, lambda r: (str(r["item_id"]), ""))
+    return ScannedRun(source.model, source.benchmark, records, str(source.samples))
 
 
 def _check_pairs(entry: ModelBenchmark) -> None:

@@ -8,7 +8,7 @@ import re
 from dataclasses import asdict
 
 from lmms_contam import __version__
-from lmms_contam.detectors.signals import DESCRIPTIONS, DETECTORS, LABELS
+from lmms_contam.detectors.signals import DESCRIPTIONS, DETECTORS, LABELS, TEXT_ONLY
 from lmms_contam.flags import IMAGE_ONLY, IMAGE_TEXT
 from lmms_contam.report.analysis import (
     CONTAMINATED,
@@ -210,7 +210,7 @@ def detector_rows(analysed: Analysed) -> tuple[list[str], list[list[str]]]:
         row = [model, benchmark, f"{100 * result.comparison.delta:+.1f} ({MARK[result.verdict]})" if result else "-"]
         for detector in DETECTORS:
             signal = signals.get((model, benchmark, detector))
-            against = f", vs {signal.baseline}" if signal and signal.baseline else ""
+            against = f", vs {signal.baseline or 'chance'}" if signal and detector == TEXT_ONLY else ""
             row.append(
                 f"{100 * signal.signal:+.1f} ({'flagged' if signal.flagged(analysed.alpha) else 'not flagged'}, "
                 f"p {p_text(signal.p_value)}, n {signal.n_items}{against})"

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
-from lmms_contam.harness.datasets import SetLocation, resolve
+from lmms_contam.harness.datasets import SetLocation, env_var, manifest_path, manifest_sha256, resolve
 from lmms_contam.schema import PerturbedSetError
 
 FLAWED_COUNTERFACTUALS = "a negative delta may come from flawed counterfactuals rather than memorisation"
@@ -44,22 +43,29 @@ class SetStatus:
 
 
 def _manifest(location: SetLocation) -> dict | None:
-    if location.kind == "hub":
-        return None
-    path = Path(location.value)
-    manifest = path.with_name(path.stem + ".manifest.json") if path.is_file() else path / "data.manifest.json"
+    path = manifest_path(location)
     try:
-        return json.loads(manifest.read_text()) if manifest.is_file() else None
+        return json.loads(path.read_text()) if path else None
     except json.JSONDecodeError:
         return None
 
 
-def set_status(benchmark: str) -> SetStatus:
-    """The status of the set the tasks resolve for `benchmark` here (nothing is downloaded to find out)."""
+def set_status(benchmark: str, scored_manifest: str | None = None) -> SetStatus:
+    """The status of the set the tasks resolve for `benchmark` here (nothing is downloaded to find out).
+    `scored_manifest`: the manifest hash the runs recorded; a set here with another is refused, since its
+    verification record would describe a set that was not scored."""
     try:
         location = resolve(benchmark, fetch=False)
     except PerturbedSetError:
         return SetStatus(benchmark, None, None, "no set resolves on this machine")
+    here = manifest_sha256(location)
+    if scored_manifest is not None and here != scored_manifest:
+        found = f"manifest SHA-256 {here[:12]}" if here else "no manifest"
+        raise PerturbedSetError(
+            f"{benchmark}: the runs scored the set whose manifest has SHA-256 {scored_manifest[:12]}, but the set "
+            f"that resolves here, {location.value} (via {location.found_via}), has {found}; point "
+            f"{env_var(benchmark)} at the set that was scored"
+        )
     record = (_manifest(location) or {}).get("verification")
     if not isinstance(record, dict) or not isinstance(record.get("verified"), bool):
         return SetStatus(benchmark, location.value, None, "no verification record beside the set")
