@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 import datasets
@@ -19,6 +18,9 @@ from tqdm.auto import tqdm
 
 from lmms_contam.atomic import atomic_path
 from lmms_contam.imaging import decoding_error, strict_decoding
+from lmms_contam.letters import option_letters
+from lmms_contam.registry.parsers import NATURALBENCH_SLOTS
+from lmms_contam.registry.specs import PERTURBABLE, SPECS, BenchmarkColumns
 
 SCHEMA_VERSION = 1
 VERIFIED_SUBSET = "verified"  # a set folder's subfolder holding the items `lmms-contam verify` kept
@@ -44,40 +46,16 @@ class PerturbedSetError(ValueError):
     """A perturbed set that cannot be used as it is; the message names the source and the row."""
 
 
-@dataclass(frozen=True)
-class BenchmarkColumns:
-    """What a benchmark adds to the common columns, and how its answers are written."""
-
-    extra: tuple[str, ...]
-    # "letter": answers are option letters (A = options[0]); "text": answers are option texts.
-    answer_style: str
-
-
-BENCHMARK_COLUMNS: dict[str, BenchmarkColumns] = {
-    "mmstar": BenchmarkColumns(extra=("category", "l2_category"), answer_style="letter"),
-    "realworldqa": BenchmarkColumns(extra=(), answer_style="letter"),
-    "naturalbench": BenchmarkColumns(extra=("question_type", "group_id", "group_slot"), answer_style="text"),
-    # The controlled experiment's procedural benchmark (lmms_contam.synthetic), in MMStar's layout.
-    "synthetic": BenchmarkColumns(extra=("category", "l2_category"), answer_style="letter"),
-}
-
-NATURALBENCH_SLOTS = ("q0_i0", "q0_i1", "q1_i0", "q1_i1")
-
-
 def columns_for(benchmark: str) -> BenchmarkColumns:
-    if benchmark not in BENCHMARK_COLUMNS:
-        known = ", ".join(sorted(BENCHMARK_COLUMNS))
-        raise PerturbedSetError(f"unknown benchmark {benchmark!r}; known: {known}")
-    return BENCHMARK_COLUMNS[benchmark]
+    columns = SPECS[benchmark].columns if benchmark in SPECS else None
+    if columns is None:
+        raise PerturbedSetError(f"no perturbed sets of benchmark {benchmark!r}; known: {', '.join(PERTURBABLE)}")
+    return columns
 
 
 def features_for(benchmark: str) -> datasets.Features:
     extra = {name: datasets.Value("string") for name in columns_for(benchmark).extra}
     return datasets.Features({**COMMON_COLUMNS, **extra})
-
-
-def option_letters(n_options: int) -> list[str]:
-    return [chr(ord("A") + i) for i in range(n_options)]
 
 
 def listed_options(options: list[str] | tuple[str, ...]) -> str:

@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from lmms_contam.schema import SCHEMA_VERSION, option_letters, write_parquet
+from lmms_contam.letters import option_letters
+from lmms_contam.schema import SCHEMA_VERSION, write_parquet
 from lmms_contam.synthetic.benchmark import build_test_set
 
 # The paper authors' released TSVs, as shared/ holds them beside the checkout.

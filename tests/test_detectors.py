@@ -29,8 +29,9 @@ from lmms_contam.benchmarks.mm_perturb import read_tsv, row_options
 from lmms_contam.detectors.options import gold_moving_shuffle, names_option_letters, reorder_question, rotations
 from lmms_contam.detectors.signals import CIRCULAR, OPTION_SHUFFLE, TEXT_ONLY, UNROTATED, DetectorSignal
 from lmms_contam.imaging import BLANK_GREY
+from lmms_contam.letters import option_letters
 from lmms_contam.records import ContamRecord
-from lmms_contam.schema import PerturbedSetError, option_letters
+from lmms_contam.schema import PerturbedSetError
 
 BENCHMARKS = ("mmstar", "realworldqa", "synthetic")
 DETECTORS = (CIRCULAR, OPTION_SHUFFLE, TEXT_ONLY)

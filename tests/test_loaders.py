@@ -8,8 +8,9 @@ import datasets
 import pytest
 from benchmark_copies import N_ITEMS, write_benchmark_copies
 
-from lmms_contam.benchmarks import SCANNABLE, loaders
+from lmms_contam.benchmarks import loaders
 from lmms_contam.items import Item, Skipped
+from lmms_contam.registry.specs import SCANNABLE
 
 
 @pytest.fixture(scope="module")

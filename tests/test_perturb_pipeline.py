@@ -19,9 +19,9 @@ from loopback import LoopbackServer, completion
 from loopback_hub import LoopbackHub
 from tiny_flux import build_tiny_flux_controlnet, install_in_hub_cache
 
-from lmms_contam.benchmarks.loaders import mmstar_options
 from lmms_contam.items import Item
 from lmms_contam.perturb.swap import swap_answer
+from lmms_contam.registry.parsers import mmstar_options
 
 pytestmark = pytest.mark.slow
 RECIPES = Path(__file__).resolve().parents[1] / "lmms_contam" / "configs" / "perturb"

@@ -21,7 +21,6 @@ from conftest import metric, run_lmms_eval
 from lmms_eval import utils as lmms_utils
 from loopback import LoopbackServer, completion
 
-from lmms_contam.benchmarks import SCANNABLE
 from lmms_contam.corpus import run as corpus_run
 from lmms_contam.corpus.embedders import embedder_config
 from lmms_contam.corpus.eval_sources import BenchmarkSource
@@ -32,6 +31,7 @@ from lmms_contam.harness.registration import tasks_dir
 from lmms_contam.harness.scanned import SCANNED_METRICS, join_flags
 from lmms_contam.judge.run import judge_benchmark
 from lmms_contam.llm import EndpointConfig
+from lmms_contam.registry.specs import SCANNABLE
 from lmms_contam.report.build import build
 
 SPLITS = {"mmstar": "val", "mmbench": "dev"}

@@ -7,10 +7,9 @@ import yaml
 from lmms_eval import utils as lmms_utils
 from lmms_eval.tasks import TaskManager
 
-from lmms_contam.benchmarks import SCANNABLE
-from lmms_contam.benchmarks.loaders import HUB
 from lmms_contam.harness.registration import tasks_dir
 from lmms_contam.harness.scanned import SCANNED_METRICS
+from lmms_contam.registry.specs import PERTURB_FROM_HUB, PERTURBABLE, SCANNABLE, SPECS, WITH_DETECTORS
 
 YAMLS = sorted(tasks_dir().rglob("*.yaml"))
 SCANNED_YAMLS = sorted((tasks_dir() / "scanned").glob("*.yaml"))  # hub datasets: tests/test_scanned.py runs them
@@ -24,17 +23,14 @@ TASK_YAMLS = [p for p in YAMLS if p not in SCANNED_YAMLS and "task" in _plain(p)
 BUILTIN = Path(lmms_utils.__file__).parent / "tasks"
 # Documents per item of each peer detector task (None: one per option, CircularEval's rotations).
 DETECTOR_DOCS = {"circular": None, "option_shuffle": 2, "text_only": 1}
-BUILTIN_YAML = {
-    "mmstar": BUILTIN / "mmstar" / "mmstar.yaml",
-    "realworldqa": BUILTIN / "realworldqa" / "realworldqa.yaml",
-    "naturalbench": BUILTIN / "naturalbench" / "naturalbench.yaml",
-}
+# The built-in task each benchmark's tasks reuse the prompt, generation and scoring of.
+BUILTIN_YAML = {name: BUILTIN / spec.lmms_eval_yaml for name, spec in SPECS.items() if spec.lmms_eval_yaml}
 
 
 def test_the_glob_finds_every_task():
     names = {_plain(p)["task"] for p in TASK_YAMLS}
-    expected = {f"{b}_{v}" for b in (*BUILTIN_YAML, "synthetic") for v in ("perturbed", "original", "contam")}
-    detectors = {f"{b}_{d}" for b in ("mmstar", "realworldqa", "synthetic") for d in DETECTOR_DOCS}
+    expected = {f"{b}_{v}" for b in PERTURBABLE for v in ("perturbed", "original", "contam")}
+    detectors = {f"{b}_{d}" for b in WITH_DETECTORS for d in DETECTOR_DOCS}
     assert names == expected | detectors
     scanned = {_plain(p)["task"] for p in SCANNED_YAMLS}
     assert scanned == {f"{b}_scanned" for b in SCANNABLE}
@@ -107,10 +103,10 @@ def _when_always_right(values: dict[str, float], n_options: int) -> dict[str, fl
 def test_group_lists_the_three_paired_tasks(manager, with_sets):
     loaded = manager.load_task_or_group(["contam_paired"])
     (group,) = loaded
-    assert sorted(loaded[group]) == ["mmstar_contam", "naturalbench_contam", "realworldqa_contam"]
+    assert sorted(loaded[group]) == sorted(f"{b}_contam" for b in PERTURB_FROM_HUB)
 
 
-@pytest.mark.parametrize("benchmark", sorted(BUILTIN_YAML))
+@pytest.mark.parametrize("benchmark", sorted(set(BUILTIN_YAML) & set(PERTURBABLE)))
 def test_prompt_generation_and_model_blocks_are_the_builtin_ones(benchmark):
     builtin = lmms_utils.load_yaml_config(str(BUILTIN_YAML[benchmark]), mode="full")
     ours = lmms_utils.load_yaml_config(str(tasks_dir() / benchmark / f"{benchmark}_perturbed.yaml"), mode="full")
@@ -124,28 +120,20 @@ def test_prompt_generation_and_model_blocks_are_the_builtin_ones(benchmark):
         )
 
 
-SCANNED_AS = {  # the built-in task each *_scanned task scores as
-    **BUILTIN_YAML,
-    "seedbench": BUILTIN / "seedbench" / "seedbench.yaml",
-    "mmbench": BUILTIN / "mmbench" / "mmbench_en_dev_static.yaml",
-    "mme": BUILTIN / "mme" / "mme.yaml",
-}
-
-
 def _same_function(a, b) -> bool:
     return (a.__code__.co_filename, a.__qualname__) == (b.__code__.co_filename, b.__qualname__)
 
 
 @pytest.mark.parametrize("benchmark", SCANNABLE)
 def test_scanned_task_is_the_builtin_task_plus_contamination_metrics(benchmark):
-    builtin = lmms_utils.load_yaml_config(str(SCANNED_AS[benchmark]), mode="full")
+    builtin = lmms_utils.load_yaml_config(str(BUILTIN_YAML[benchmark]), mode="full")
     ours = lmms_utils.load_yaml_config(str(tasks_dir() / "scanned" / f"{benchmark}_scanned.yaml"), mode="full")
     for key in ("dataset_path", "dataset_name", "test_split", "output_type", "generation_kwargs",
                 "lmms_eval_specific_kwargs", "model_specific_generation_kwargs"):  # fmt: skip
         assert ours.get(key) == builtin.get(key), f"{key} drifted from lmms-eval's {benchmark}"
     for key in ("doc_to_visual", "doc_to_text"):
         assert _same_function(ours[key], builtin[key]), key
-    hub = HUB[benchmark]
+    hub = SPECS[benchmark].source
     assert (hub.hub_id, hub.config, hub.split) == (ours["dataset_path"], ours.get("dataset_name"), ours["test_split"])
     theirs = {m["metric"]: m["aggregation"] for m in builtin["metric_list"]}
     mine = {m["metric"]: m["aggregation"] for m in ours["metric_list"]}

@@ -25,7 +25,8 @@ from PIL import Image
 from lmms_contam.atomic import atomic_path
 from lmms_contam.imaging import decoding_error, strict_decoding
 from lmms_contam.items import Item
-from lmms_contam.schema import SCHEMA_VERSION, PerturbedSetError, listed_options, option_letters, write_parquet
+from lmms_contam.letters import option_letters
+from lmms_contam.schema import SCHEMA_VERSION, PerturbedSetError, listed_options, write_parquet
 
 # The folder names of unedited images in the release, per benchmark.
 ORIGINAL_FOLDERS = {"mmstar": "MMStar", "realworldqa": "RealWorldQA"}

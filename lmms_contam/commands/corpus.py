@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from lmms_contam.benchmarks import SCANNABLE
 from lmms_contam.commands.common import ORIGINALS_DEFAULT, at_least, stop
+from lmms_contam.registry.specs import SCANNABLE
 
 
 def _benchmark_list(text: str) -> list[str]:

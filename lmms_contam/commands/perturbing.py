@@ -7,6 +7,7 @@ from pathlib import Path
 
 from lmms_contam.commands.common import ORIGINALS_DEFAULT, add_failure_rate_argument, hub_repo_id, stop
 from lmms_contam.commands.sets import push_set
+from lmms_contam.registry.specs import PERTURB_FROM_HUB
 
 
 def _shard(text: str | None) -> tuple[int, int]:
@@ -59,11 +60,12 @@ def _verify(args: argparse.Namespace) -> int:
     from lmms_contam.llm import TooManyFailures
     from lmms_contam.perturb.config import PerturbConfig
     from lmms_contam.perturb.verify_set import verify_set
-    from lmms_contam.schema import BENCHMARK_COLUMNS, VERIFIED_SUBSET, PerturbedSetError
+    from lmms_contam.registry.specs import PERTURBABLE
+    from lmms_contam.schema import VERIFIED_SUBSET, PerturbedSetError
 
     try:
         folder = Path(args.set)
-        if not folder.exists() and args.set in BENCHMARK_COLUMNS:  # a benchmark: the set its tasks resolve
+        if not folder.exists() and args.set in PERTURBABLE:  # a benchmark: the set its tasks resolve
             folder = Path(resolve(args.set).value)  # fetched first where the release has it
             folder = folder.parent if folder.name == VERIFIED_SUBSET else folder
         verified = verify_set(folder, PerturbConfig.from_yaml(args.config), args.max_failure_rate)
@@ -89,7 +91,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "<out>/data.manifest.json, and <out>/review.html + <out>/review.json for human review: set a candidate's "
         "decision to keep or reject there and rerun to rebuild the set. Per-item stage results stay in <out>/work.",
     )
-    perturb.add_argument("benchmark", choices=["mmstar", "realworldqa", "naturalbench"])
+    perturb.add_argument("benchmark", choices=PERTURB_FROM_HUB)
     perturb.add_argument("--config", required=True,
                          help="a recipe: configs/perturb/paper.yaml (the authors' procedure), flux_canny.yaml "
                          "(the same numbers on diffusers' pipeline), flux_kontext.yaml, or your own")  # fmt: skip

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from lmms_contam.commands.common import ORIGINALS_DEFAULT, hub_repo_id, stop
+from lmms_contam.registry.specs import RELEASED
 
 RELEASE = "the MMStar / RealWorldQA sets released with the semantic-perturbation paper"
 
@@ -21,10 +22,11 @@ def _tasks_dir(_args: argparse.Namespace) -> int:
 def _datasets(args: argparse.Namespace) -> int:
     """Show where each benchmark's perturbed set resolves, and check it when asked."""
     from lmms_contam.harness.datasets import load_perturbed_set, resolve
-    from lmms_contam.schema import BENCHMARK_COLUMNS, PerturbedSetError
+    from lmms_contam.registry.specs import PERTURBABLE
+    from lmms_contam.schema import PerturbedSetError
 
     status = 0
-    for benchmark in args.benchmark or sorted(BENCHMARK_COLUMNS):
+    for benchmark in args.benchmark or sorted(PERTURBABLE):
         try:
             location = resolve(benchmark)
             line = f"{benchmark}: {location.kind} {location.value} (via {location.found_via})"
@@ -43,7 +45,7 @@ def _fetch_mm_perturb(args: argparse.Namespace) -> int:
     from lmms_contam.harness.datasets import default_folder, home, originals_source
     from lmms_contam.schema import PerturbedSetError
 
-    benchmarks = ["mmstar", "realworldqa"] if args.benchmark == "all" else [args.benchmark]
+    benchmarks = list(RELEASED) if args.benchmark == "all" else [args.benchmark]
     if args.originals and len(benchmarks) > 1:
         return stop("fetch", "--originals is a local copy of one benchmark; give --benchmark")
     sets = {b: Path(args.out) / b if args.out else default_folder(b) for b in benchmarks}
@@ -138,7 +140,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "$LMMS_CONTAM_GITHUB_API, $LMMS_CONTAM_GITHUB_RAW; $GITHUB_TOKEN is sent when set. The release is "
         "unfiltered: run `lmms-contam verify` on it before trusting a negative delta.",
     )
-    mm_perturb.add_argument("--benchmark", choices=["mmstar", "realworldqa", "all"], default="all")
+    mm_perturb.add_argument("--benchmark", choices=[*RELEASED, "all"], default="all")
     mm_perturb.add_argument("--out", help="folder for the sets, one subfolder per benchmark (default: "
                             "$LMMS_CONTAM_HOME/datasets, where the tasks look)")  # fmt: skip
     mm_perturb.add_argument("--originals", help=f"a local copy of the original benchmark, with one --benchmark "
@@ -158,7 +160,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     release.add_argument(
         "--images", required=True, help="the release's image folder (holding MMStar_semantic_flux/ ...)"
     )
-    release.add_argument("--benchmark", choices=["mmstar", "realworldqa"], help="default: from the TSV's name")
+    release.add_argument("--benchmark", choices=RELEASED, help="default: from the TSV's name")
     release.add_argument("--originals", help=f"a local copy of the original benchmark {ORIGINALS_DEFAULT}")
     release.add_argument("--keep", help="a file of indices to keep (the filtered subset), one per line")
     release.add_argument("--out", help="output folder (default: $LMMS_CONTAM_HOME/datasets/<benchmark>)")

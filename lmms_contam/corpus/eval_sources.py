@@ -19,6 +19,7 @@ from lmms_contam.corpus.embed import decode
 from lmms_contam.corpus.ingest import IMAGE_SUFFIXES
 from lmms_contam.fingerprint import absolute, listing_identity, local_or_hub
 from lmms_contam.items import Item
+from lmms_contam.registry.specs import SPECS
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ class BenchmarkSource:
         def loaded() -> str:
             return loaders.load_rows(self.benchmark, self.originals)._fingerprint
 
-        source = self.originals or loaders.HUB[self.benchmark].hub_id
+        source = self.originals or SPECS[self.benchmark].source.hub_id
         return {"benchmark": self.benchmark, **local_or_hub(source, loaded)}
 
     def images(self) -> Iterator[tuple[str, Image.Image]]:

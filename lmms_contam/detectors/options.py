@@ -11,14 +11,11 @@ import string
 
 import numpy as np
 
-from lmms_contam.benchmarks.loaders import LETTER_LINE, MMSTAR_OPTIONS, mmstar_options, realworldqa_options
-from lmms_contam.schema import PerturbedSetError, option_letters
+from lmms_contam.letters import option_letters
+from lmms_contam.registry.parsers import LETTER_LINE, MMSTAR_OPTIONS, mmstar_options, realworldqa_options
+from lmms_contam.registry.specs import INLINE, SPECS, WITH_DETECTORS
+from lmms_contam.schema import PerturbedSetError
 from lmms_contam.stats import stable_seed
-
-# How each benchmark writes its options into the question text.
-INLINE = "inline"  # MMStar: "...\nOptions: A: x, B: y, C: z, D: w"
-LINES = "lines"  # RealWorldQA: one "A. x" line per option
-LAYOUTS = {"mmstar": INLINE, "synthetic": INLINE, "realworldqa": LINES}
 
 Order = tuple[int, ...]
 NOT_A_LETTER = re.compile(r"[^A-Za-z]")
@@ -53,13 +50,13 @@ def gold_moving_shuffle(item_id: str, n_options: int, gold_index: int) -> Order:
 
 
 def _parse(benchmark: str, question: str) -> list[str] | None:
-    return mmstar_options(question) if LAYOUTS[benchmark] == INLINE else realworldqa_options(question)
+    return mmstar_options(question) if SPECS[benchmark].option_layout == INLINE else realworldqa_options(question)
 
 
 def reorder_question(benchmark: str, item_id: str, question: str, options: list[str], order: Order) -> str:
     """The question with its listed options in `order`; refuses a question that does not list `options`."""
-    if benchmark not in LAYOUTS:
-        raise PerturbedSetError(f"option-order detectors support {', '.join(sorted(LAYOUTS))}, not {benchmark}")
+    if benchmark not in WITH_DETECTORS:
+        raise PerturbedSetError(f"option-order detectors support {', '.join(WITH_DETECTORS)}, not {benchmark}")
     if _parse(benchmark, question) != list(options):
         raise PerturbedSetError(
             f"{benchmark} item {item_id}: the question text does not list the row's options {list(options)}; "
@@ -67,7 +64,7 @@ def reorder_question(benchmark: str, item_id: str, question: str, options: list[
         )
     shown = [options[i] for i in order]
     letters = option_letters(len(options))
-    if LAYOUTS[benchmark] == INLINE:
+    if SPECS[benchmark].option_layout == INLINE:
         head = question[: MMSTAR_OPTIONS.search(question).start()]
         rewritten = head + "\nOptions: " + ", ".join(f"{ltr}: {text}" for ltr, text in zip(letters, shown, strict=True))
     else:

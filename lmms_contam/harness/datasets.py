@@ -23,9 +23,9 @@ import datasets
 import yaml
 from loguru import logger
 
+from lmms_contam.registry.specs import RELEASED
 from lmms_contam.schema import VERIFIED_SUBSET, PerturbedSetError, validate
 
-RELEASED = ("mmstar", "realworldqa")  # the benchmarks the semantic-perturbation paper's authors released
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 

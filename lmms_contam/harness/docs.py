@@ -21,10 +21,12 @@ from lmms_contam.detectors.options import (
     rotations,
 )
 from lmms_contam.detectors.signals import CIRCULAR, OPTION_SHUFFLE, TEXT_ONLY, UNROTATED
-from lmms_contam.harness.builtin import BUILTIN_TASKS, VARIANTS
 from lmms_contam.harness.datasets import load_perturbed_set, lookup, manifest_sha256, resolve, switched_on
 from lmms_contam.imaging import blank_png, stored_size
-from lmms_contam.schema import IMAGE_COLUMNS, PerturbedSetError, option_letters
+from lmms_contam.letters import option_letters
+from lmms_contam.registry.builtin import VARIANTS
+from lmms_contam.registry.specs import SPECS
+from lmms_contam.schema import IMAGE_COLUMNS, PerturbedSetError
 from lmms_contam.stats import stable_seed
 
 
@@ -37,7 +39,7 @@ def build_docs(
     `name` identifies `versions` in the datasets cache fingerprint; `set_manifest`, the set's manifest hash,
     goes into every document and so into every record scored on it.
     """
-    task = BUILTIN_TASKS[benchmark]
+    task = SPECS[benchmark].task
     raw = rows
     for column in IMAGE_COLUMNS:
         raw = raw.cast_column(column, datasets.Image(decode=False))
@@ -60,7 +62,7 @@ def scored_set_manifest(benchmark: str) -> str | None:
 
 
 def _process_docs(benchmark: str, variants: tuple[str, ...]) -> Callable[[datasets.Dataset], datasets.Dataset]:
-    task = BUILTIN_TASKS[benchmark]
+    task = SPECS[benchmark].task
     name = f"{benchmark}_{'paired' if len(variants) > 1 else variants[0]}"
 
     def process_docs(_locator: datasets.Dataset) -> datasets.Dataset:
@@ -100,14 +102,14 @@ def text_only_input() -> str:
 
 def text_only_visual(doc: dict) -> list:
     """The text-only tasks' `doc_to_visual`: no image when the document carries none, else the built-in's."""
-    image = doc[BUILTIN_TASKS[doc["contam_benchmark"]].image_field]
+    image = doc[SPECS[doc["contam_benchmark"]].image_field]
     return [] if image is None else [image.convert("RGB")]
 
 
 def detector_versions(benchmark: str, detector: str, row: dict, rotate_all: bool = False,
                       text_only_as: str = "blank") -> list[dict]:  # fmt: skip
     """The documents a peer detector asks of one item, all built from its original version."""
-    task = BUILTIN_TASKS[benchmark]
+    task = SPECS[benchmark].task
     options = list(row["options"])
     letters = option_letters(len(options))
     if row["original_answer"] not in letters:

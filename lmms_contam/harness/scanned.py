@@ -29,10 +29,11 @@ from lmms_contam.flags import (
     read_flags,
     subset_comparison,
 )
-from lmms_contam.harness.builtin import SCORERS
 from lmms_contam.harness.datasets import home, log_error_once, lookup
 from lmms_contam.harness.scoring import NATURALBENCH_METRICS
-from lmms_contam.schema import NATURALBENCH_SLOTS, SCHEMA_VERSION
+from lmms_contam.registry.parsers import NATURALBENCH_SLOTS
+from lmms_contam.registry.specs import SCANNABLE, SPECS
+from lmms_contam.schema import SCHEMA_VERSION
 
 SCANS_ENV, THRESHOLD_ENV = "LMMS_CONTAM_SCANS", "LMMS_CONTAM_SCAN_THRESHOLD"
 FLAG_COLUMNS = {IMAGE_ONLY: "contam_image_only", IMAGE_TEXT: "contam_image_text"}
@@ -96,7 +97,7 @@ def join_flags(rows: datasets.Dataset, benchmark: str) -> datasets.Dataset:
     scans, via = scans_folder()
     flags = read_flags(scans, benchmark, counting_threshold(scans, benchmark), loaders.scanned_ids(benchmark, rows))
     ids = loaders.original_ids(benchmark, rows)
-    scanned_as = loaders.PARSERS[benchmark].scanned_as
+    scanned_as = SPECS[benchmark].parser.scanned_as
     joined = [flags.of(scanned_as(i)) for i in ids]
     logger.info(f"lmms-contam: {benchmark} contamination flags from {scans} (via {via}); {_counts(flags, joined)}")
     rows = rows.add_column("contam_item_id", ids)
@@ -124,7 +125,7 @@ def _scanned_docs(benchmark: str) -> Callable[[datasets.Dataset], datasets.Datas
 
 
 def _scanned_results(benchmark: str) -> Callable[[dict, list], dict]:
-    scorer = SCORERS[benchmark]
+    scorer = SPECS[benchmark].scorer
 
     def process_results(doc: dict, results: list) -> dict:
         builtin_output, correct = scorer.score(doc, results)
@@ -171,6 +172,6 @@ AGGREGATIONS: dict[str, Callable[[list[dict]], float]] = {
 assert tuple(AGGREGATIONS) == SCANNED_METRICS
 globals().update(AGGREGATIONS)  # the task YAMLs name them as lmms_contam.harness.scanned.<metric>
 
-for _benchmark in loaders.HUB:
+for _benchmark in SCANNABLE:
     globals()[f"{_benchmark}_scanned_docs"] = _scanned_docs(_benchmark)
     globals()[f"{_benchmark}_scanned_results"] = _scanned_results(_benchmark)

@@ -10,7 +10,6 @@ from collections import defaultdict
 from collections.abc import Callable
 
 from lmms_contam import stats
-from lmms_contam.detectors.options import LAYOUTS
 from lmms_contam.detectors.signals import (
     CIRCULAR,
     OPTION_SHUFFLE,
@@ -19,8 +18,8 @@ from lmms_contam.detectors.signals import (
     signal_of,
     versions_by_item,
 )
-from lmms_contam.harness.builtin import BUILTIN_TASKS
 from lmms_contam.records import ContamRecord
+from lmms_contam.registry.specs import SPECS, WITH_DETECTORS
 
 PAIRED_METRICS = (
     "acc_original",
@@ -37,7 +36,7 @@ NATURALBENCH_METRICS = ("naturalbench_ACC", "naturalbench_Q_ACC", "naturalbench_
 
 def _score(benchmark: str, doc: dict, results: list) -> tuple[dict, dict]:
     """The built-in output and this plugin's per-document record (ids + 0/1 correctness), as logged."""
-    builtin_output, correct = BUILTIN_TASKS[benchmark].scorer.score(doc, results)
+    builtin_output, correct = SPECS[benchmark].scorer.score(doc, results)
     record = ContamRecord(
         benchmark=benchmark, item_id=doc["contam_item_id"], original_id=doc["contam_original_id"],
         variant=doc["contam_variant"], correct=correct, n_options=doc["contam_n_options"], gold=doc["contam_gold"],
@@ -92,7 +91,7 @@ DETECTOR_FIELDS = ("reference", "score", "signal", "p_value", "n_items", "n_chan
 EXTRA_METRICS = {CIRCULAR: ("n_excluded",)}  # DetectorSignal fields of one detector only, named alike
 detector_results = {
     (benchmark, detector): _paired(benchmark, metrics + EXTRA_METRICS.get(detector, ()))
-    for benchmark in LAYOUTS
+    for benchmark in WITH_DETECTORS
     for detector, metrics in DETECTOR_METRICS.items()
 }
 mmstar_circular_results = detector_results["mmstar", CIRCULAR]

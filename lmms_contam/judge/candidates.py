@@ -15,7 +15,7 @@ from lmms_contam.benchmarks import loaders
 from lmms_contam.corpus import scan
 from lmms_contam.corpus.scan_files import read_scan
 from lmms_contam.items import Item
-from lmms_contam.schema import option_letters
+from lmms_contam.letters import option_letters
 
 MAX_CAPTION_CHARS = 500  # alt-text is short; a longer caption is cut here, with a notice
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import random
 
 from lmms_contam.items import Item, Skipped
-from lmms_contam.schema import columns_for, option_letters
+from lmms_contam.letters import option_letters
+from lmms_contam.schema import columns_for
 from lmms_contam.stats import stable_seed
 
 

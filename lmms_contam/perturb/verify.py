@@ -16,8 +16,9 @@ from PIL import Image
 
 from lmms_contam.fingerprint import image_sha256
 from lmms_contam.items import Item
+from lmms_contam.letters import option_letters
 from lmms_contam.llm import ChatClient, PromptSettings, image_part, json_reply
-from lmms_contam.schema import columns_for, listed_options, option_letters
+from lmms_contam.schema import columns_for, listed_options
 from lmms_contam.store import StageStore
 
 JUDGE_STAGE = "judge"

@@ -16,15 +16,13 @@ from typing import TypeVar
 
 from tqdm.auto import tqdm
 
-from lmms_contam.benchmarks import SCANNABLE
-from lmms_contam.detectors.options import LAYOUTS
 from lmms_contam.detectors.signals import DETECTORS, TEXT_ONLY
 from lmms_contam.records import ContamRecord, checked
-from lmms_contam.schema import BENCHMARK_COLUMNS
+from lmms_contam.registry.specs import PERTURBABLE, SCANNABLE, WITH_DETECTORS
 
 TASK_VERSION = 1.0
-KNOWN_TASK = re.compile(rf"^({'|'.join(BENCHMARK_COLUMNS)})_(contam|original|perturbed)$")
-DETECTOR_TASK = re.compile(rf"^({'|'.join(LAYOUTS)})_({'|'.join(DETECTORS)})$")
+KNOWN_TASK = re.compile(rf"^({'|'.join(PERTURBABLE)})_(contam|original|perturbed)$")
+DETECTOR_TASK = re.compile(rf"^({'|'.join(WITH_DETECTORS)})_({'|'.join(DETECTORS)})$")
 # `<benchmark>_scanned`, or a task including its YAML under a longer name (e.g. one reading a local copy).
 SCANNED_TASK = re.compile(rf"^({'|'.join(SCANNABLE)})_(scanned)(?:_[\w-]+)?$")
 SCANNED_FIELDS = ("item_id", "correct", "image_only", "image_text")

@@ -16,9 +16,10 @@ from tqdm.auto import tqdm
 
 from lmms_contam.atomic import atomic_path
 from lmms_contam.items import Item, Skipped
+from lmms_contam.letters import option_letters
 from lmms_contam.perturb.edit import EditRequest
 from lmms_contam.perturb.swap import swap_answer
-from lmms_contam.schema import SCHEMA_VERSION, option_letters, write_parquet
+from lmms_contam.schema import SCHEMA_VERSION, write_parquet
 from lmms_contam.synthetic import flaws
 from lmms_contam.synthetic.scenes import KINDS, Scene, counterfactual, draw_scene, render
 from lmms_contam.synthetic.train import Example

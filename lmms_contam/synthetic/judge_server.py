@@ -17,8 +17,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from PIL import Image
 
+from lmms_contam.letters import option_letters
 from lmms_contam.llm import EndpointConfig
-from lmms_contam.schema import option_letters
 from lmms_contam.synthetic import reader
 
 MODEL = "synthetic-ideal-reader"

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from PIL import Image, ImageDraw
 
-from lmms_contam.schema import option_letters
+from lmms_contam.letters import option_letters
 from lmms_contam.stats import stable_seed
 
 SIZE = 32

@@ -16,7 +16,7 @@ from PIL import Image
 from tqdm.auto import tqdm
 from transformers import LlavaForConditionalGeneration, LlavaProcessor, get_cosine_schedule_with_warmup
 
-from lmms_contam.schema import option_letters
+from lmms_contam.letters import option_letters
 
 # The default post-prompt of the synthetic tasks (tests/test_synthetic.py checks the YAML agrees).
 POST_PROMPT = "\nAnswer with the option's letter from the given choices directly"

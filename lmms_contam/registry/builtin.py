@@ -65,7 +65,7 @@ class BuiltinTask:
         return doc
 
 
-def _mmstar_doc(row: dict, answer: str, _image_field: str) -> dict:
+def mmstar_doc(row: dict, answer: str, _image_field: str) -> dict:
     return {
         "index": row["original_id"],
         "question": row["question"],
@@ -75,11 +75,11 @@ def _mmstar_doc(row: dict, answer: str, _image_field: str) -> dict:
     }
 
 
-def _realworldqa_doc(row: dict, answer: str, _image_field: str) -> dict:
+def realworldqa_doc(row: dict, answer: str, _image_field: str) -> dict:
     return {"question": row["question"], "answer": answer}
 
 
-def _naturalbench_doc(row: dict, answer: str, _image_field: str) -> dict:
+def naturalbench_doc(row: dict, answer: str, _image_field: str) -> dict:
     return {
         "Index": row["original_id"],
         "Question": row["question"],
@@ -98,13 +98,13 @@ def naturalbench_gold_value(answer: str) -> int:
     raise ValueError(f"NaturalBench answer must be Yes/No or A/B, got {answer!r}")
 
 
-def _seedbench_correct(_doc: dict, output: dict) -> int:
+def seedbench_correct(_doc: dict, output: dict) -> int:
     from lmms_eval.tasks.seedbench.utils import seed_aggregation_result
 
     return int(seed_aggregation_result([output["seed_all"]]))
 
 
-def _mmbench_correct(_doc: dict, output: dict) -> int:
+def mmbench_correct(_doc: dict, output: dict) -> int:
     """The static (no API) matching of lmms-eval's mmbench_en_dev_static, on this one document."""
     import pandas as pd
     from lmms_eval.tasks.mmbench.en_utils import mmbench_evaluator
@@ -114,27 +114,3 @@ def _mmbench_correct(_doc: dict, output: dict) -> int:
     row["prediction"] = [str(x) for x in row["prediction"]]
     row.columns = [k.lower() if k not in "ABCD" else k for k in row.columns]  # as the built-in evaluator does
     return int(mmbench_evaluator.eval_sub_data(row, {record["index"]: record["answer"]}, static_only=True))
-
-
-SCORERS: dict[str, BuiltinScorer] = {
-    "mmstar": BuiltinScorer("lmms_eval.tasks.mmstar.utils", "mmstar_process_results",
-                            lambda _doc, out: int(out["average"]["score"])),
-    "realworldqa": BuiltinScorer("lmms_eval.tasks.realworldqa.utils", "realworldqa_process_results",
-                                 lambda _doc, out: int(out["exact_match"])),
-    "naturalbench": BuiltinScorer(
-        "lmms_eval.tasks.naturalbench.utils", "naturalbench_process_results",
-        lambda doc, out: int(out["naturalbench_G_ACC"]["score"] == naturalbench_gold_value(doc["Answer"])),
-    ),
-    "seedbench": BuiltinScorer("lmms_eval.tasks.seedbench.utils", "seed_process_result", _seedbench_correct),
-    "mmbench": BuiltinScorer("lmms_eval.tasks.mmbench.en_utils", "mmbench_process_results", _mmbench_correct),
-    "mme": BuiltinScorer("lmms_eval.tasks.mme.utils", "mme_process_results",
-                         lambda _doc, out: int(next(iter(out.values()))["score"])),
-}  # fmt: skip
-
-BUILTIN_TASKS: dict[str, BuiltinTask] = {
-    "mmstar": BuiltinTask("mmstar", SCORERS["mmstar"], "image", _mmstar_doc),
-    "realworldqa": BuiltinTask("realworldqa", SCORERS["realworldqa"], "image", _realworldqa_doc),
-    "naturalbench": BuiltinTask("naturalbench", SCORERS["naturalbench"], "Image", _naturalbench_doc),
-    # The controlled experiment's benchmark is written in MMStar's layout and scored by MMStar's code.
-    "synthetic": BuiltinTask("synthetic", SCORERS["mmstar"], "image", _mmstar_doc),
-}

@@ -1,0 +1,130 @@
+"""Every benchmark's rows as Items: one parser per benchmark, from a row of its lmms-eval dataset.
+
+The same parser gives the scan its images, the judge its questions, the `*_scanned` tasks the ids they join
+flags on, and `perturb` its items. The registry (specs.py) names which parser each benchmark uses.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from lmms_contam.items import Item, Skipped
+from lmms_contam.letters import option_letters
+
+if TYPE_CHECKING:
+    import datasets
+
+MMSTAR_OPTIONS = re.compile(r"\nOptions: A: (?P<body>.*)$", re.S)
+LETTER_LINE = re.compile(r"^([A-Z])\.\s+(.*)$")
+MMBENCH_COPY_OFFSET = 1_000_000  # MMBench numbers the circular copies of item i as i + k * 1e6
+NATURALBENCH_SLOTS = ("q0_i0", "q0_i1", "q1_i0", "q1_i1")  # question x image of a group, by Index % 4
+
+
+def mmstar_options(question: str) -> list[str] | None:
+    """MMStar writes its options inside the question: '...\\nOptions: A: x, B: y, C: z, D: w'."""
+    match = MMSTAR_OPTIONS.search(question)
+    if not match:
+        return None
+    body, options = match["body"], []
+    for letter in option_letters(26)[1:]:
+        marker = f", {letter}: "
+        if marker not in body:
+            break
+        head, body = body.split(marker, 1)
+        options.append(head)
+    return [*options, body]
+
+
+def realworldqa_options(question: str) -> list[str] | None:
+    """RealWorldQA's multiple-choice questions list 'A. x' lines; open-ended ones have none."""
+    options = []
+    for line in question.splitlines():
+        match = LETTER_LINE.match(line.strip())
+        if match and match[1] == option_letters(len(options) + 1)[-1]:
+            options.append(match[2].strip())
+    return options or None
+
+
+def _present(value: Any) -> bool:
+    """MMBench leaves unused option columns empty, None or the string 'nan' (pandas' export)."""
+    return value is not None and str(value).strip() not in ("", "nan") and value == value
+
+
+def parse_mmstar(row: dict, original_id: str) -> Item | Skipped:
+    options = mmstar_options(row["question"])
+    if options is None:
+        return Skipped("mmstar", original_id, "options not found in the question")
+    return Item("mmstar", original_id, row["question"], tuple(options), row["answer"].strip(), row["image"],
+                {"category": row["category"], "l2_category": row["l2_category"]})  # fmt: skip
+
+
+def parse_realworldqa(row: dict, original_id: str) -> Item | Skipped:
+    options = realworldqa_options(row["question"]) or []
+    answer = row["answer"].strip()
+    if options and answer not in option_letters(len(options)):
+        return Skipped("realworldqa", original_id, f"answer {answer!r} is not one of its option letters")
+    # Open-ended items (no lettered options) keep options=() and their text answer.
+    return Item("realworldqa", original_id, row["question"], tuple(options), answer, row["image"])
+
+
+def parse_naturalbench(row: dict, original_id: str) -> Item:
+    yes_no = row["Question_Type"] == "yes_no"
+    return Item(
+        "naturalbench", original_id, row["Question"], ("Yes", "No") if yes_no else ("A", "B"),
+        row["Answer"].strip(), row["Image"],
+        {"question_type": row["Question_Type"], "group_id": str(int(row["Index"]) // 4),
+         "group_slot": NATURALBENCH_SLOTS[int(row["Index"]) % 4]},
+    )  # fmt: skip
+
+
+def parse_seedbench(row: dict, original_id: str) -> Item | Skipped:
+    if row["data_type"] != "image" or len(row["image"]) != 1:
+        frames = len(row["image"])
+        return Skipped("seedbench", original_id, f"{row['data_type']} item with {frames} frames, not one image")
+    options = tuple(row[f"choice_{letter}"] for letter in "abcd")
+    return Item("seedbench", original_id, row["question"], options, row["answer"].strip(), row["image"][0],
+                {"question_type_id": str(row.get("question_type_id", ""))})  # fmt: skip
+
+
+def parse_mmbench(row: dict, original_id: str) -> Item | Skipped:
+    index = int(row["index"])
+    if index >= MMBENCH_COPY_OFFSET:
+        return Skipped("mmbench", original_id, f"circular copy of item {index % MMBENCH_COPY_OFFSET} (same image)")
+    options = tuple(str(row[letter]) for letter in "ABCDE" if _present(row.get(letter)))
+    question = f"{row['hint']} {row['question']}" if _present(row.get("hint")) else row["question"]
+    return Item("mmbench", original_id, question, options, row["answer"].strip(), row["image"],
+                {"category": row["category"], "l2_category": row["L2-category"]})  # fmt: skip
+
+
+def parse_mme(row: dict, original_id: str) -> Item:
+    return Item("mme", original_id, row["question"], ("Yes", "No"), row["answer"].strip().rstrip("."), row["image"],
+                {"category": row["category"]})  # fmt: skip
+
+
+def occurrence_ids(values: list[Any]) -> list[str]:
+    """MME asks two questions per image under one question_id: '<id>#0', '<id>#1' in row order."""
+    seen: Counter = Counter()
+    ids = []
+    for value in values:
+        ids.append(f"{value}#{seen[value]}")
+        seen[value] += 1
+    return ids
+
+
+@dataclass(frozen=True)
+class Parser:
+    ids: Callable[[datasets.Dataset], list[str]]  # every row's original id, from id columns only
+    parse: Callable[[dict, str], Item | Skipped]
+    scanned_as: Callable[[str], str] = lambda original_id: original_id  # the item whose image a row shows
+
+
+def column(name: str) -> Callable[[datasets.Dataset], list[str]]:
+    return lambda rows: [str(value) for value in rows[name]]
+
+
+def column_or_position(name: str) -> Callable[[datasets.Dataset], list[str]]:
+    return lambda rows: column(name)(rows) if name in rows.column_names else [str(i) for i in range(len(rows))]
