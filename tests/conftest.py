@@ -16,9 +16,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from fixtures import write_fixture_sets  # noqa: E402
 
+from lmms_contam.registry.specs import PERTURBABLE
 from lmms_contam.synthetic.evaluate import lmms_eval_executable  # noqa: E402
 
-BENCHMARKS = ("mmstar", "realworldqa", "naturalbench", "synthetic")
+BENCHMARKS = PERTURBABLE
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -31,9 +31,10 @@ from lmms_contam.detectors.signals import CIRCULAR, OPTION_SHUFFLE, TEXT_ONLY, U
 from lmms_contam.imaging import BLANK_GREY
 from lmms_contam.letters import option_letters
 from lmms_contam.records import ContamRecord
+from lmms_contam.registry.specs import WITH_DETECTORS
 from lmms_contam.schema import PerturbedSetError
 
-BENCHMARKS = ("mmstar", "realworldqa", "synthetic")
+BENCHMARKS = WITH_DETECTORS
 DETECTORS = (CIRCULAR, OPTION_SHUFFLE, TEXT_ONLY)
 
 

@@ -3,7 +3,8 @@
 What a benchmark *is* (where lmms-eval loads it, how a row becomes an item, which built-in task scores
 it, the columns of its perturbed sets, how its questions list their options) lives here and nowhere
 else: the loaders, the schema, the task functions, the detectors, the report and the command line all
-ask this module. Adding a benchmark is one entry in SPECS.
+ask this module. A new entry in SPECS reaches all of them; its task YAMLs (lmms_contam/tasks/) and their
+`!function` aliases (harness/docs.py, harness/scoring.py) are still written by hand.
 """
 
 from __future__ import annotations
