@@ -56,7 +56,8 @@ def lmms_contam(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "lmms_contam.cli", *args], capture_output=True, text=True, timeout=300)
 
 
-def test_import_counts_every_quirk_and_the_tasks_load_the_result(release, tmp_path):
+def test_import_counts_every_quirk_and_the_tasks_load_the_result(release, tmp_path, monkeypatch):
+    monkeypatch.setenv("LMMS_CONTAM_HOME", str(tmp_path / "home"))  # its default folder, not the session's
     done = lmms_contam("import", "mm-perturb", "--tsv", str(release["tsv"]), "--images", str(release["images"]),
                        "--originals", str(release["originals"]))  # fmt: skip
     assert done.returncode == 0, done.stderr

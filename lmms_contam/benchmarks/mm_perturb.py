@@ -26,10 +26,11 @@ from lmms_contam.atomic import atomic_path
 from lmms_contam.imaging import decoding_error, strict_decoding
 from lmms_contam.items import Item
 from lmms_contam.letters import option_letters
+from lmms_contam.registry.specs import RELEASED, SPECS
 from lmms_contam.schema import SCHEMA_VERSION, PerturbedSetError, listed_options, write_parquet
 
-# The folder names of unedited images in the release, per benchmark.
-ORIGINAL_FOLDERS = {"mmstar": "MMStar", "realworldqa": "RealWorldQA"}
+# The release keeps each benchmark's original images in a folder named as the papers write it.
+ORIGINAL_FOLDERS = {name: SPECS[name].label for name in RELEASED}
 REALWORLDQA_INSTRUCTION = "Please answer directly with only the letter of the correct option and nothing else."
 REQUIRED = ("index", "question", "answer", "A", "B", "image_path")
 
