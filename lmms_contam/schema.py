@@ -138,6 +138,12 @@ def _decode_or_fail(value: dict | None, where: str) -> None:
         raise PerturbedSetError(f"{where}: unreadable image ({decoding_error(exc)})") from exc
 
 
+def manifest_beside(data_file: Path) -> Path:
+    """Where a set's manifest lives: `<stem>.manifest.json` next to its data file (data.manifest.json in a
+    set folder), written by every command that makes a set and read by the tasks and the report."""
+    return data_file.with_name(data_file.stem + ".manifest.json")
+
+
 def write_parquet(rows: Iterable[dict], benchmark: str, path: str | os.PathLike) -> Path:
     """Write rows as one parquet file with Image features; the file appears only when complete."""
     dataset = datasets.Dataset.from_list(list(rows), features=features_for(benchmark))

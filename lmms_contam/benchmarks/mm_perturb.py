@@ -27,7 +27,7 @@ from lmms_contam.imaging import decoding_error, strict_decoding
 from lmms_contam.items import Item
 from lmms_contam.letters import option_letters
 from lmms_contam.registry.specs import RELEASED, SPECS
-from lmms_contam.schema import SCHEMA_VERSION, PerturbedSetError, listed_options, write_parquet
+from lmms_contam.schema import SCHEMA_VERSION, PerturbedSetError, listed_options, manifest_beside, write_parquet
 
 # The release keeps each benchmark's original images in a folder named as the papers write it.
 ORIGINAL_FOLDERS = {name: SPECS[name].label for name in RELEASED}
@@ -208,6 +208,6 @@ def import_release(
             "by": f"the keep-list {Path(keep).name}" if keep else "none: the authors' release is unfiltered",
         },  # fmt: skip
     }
-    with atomic_path(target.with_name(target.stem + ".manifest.json")) as tmp:
+    with atomic_path(manifest_beside(target)) as tmp:
         tmp.write_text(json.dumps(manifest, indent=2) + "\n")
     return summary

@@ -24,7 +24,7 @@ import yaml
 from loguru import logger
 
 from lmms_contam.registry.specs import RELEASED
-from lmms_contam.schema import VERIFIED_SUBSET, PerturbedSetError, validate
+from lmms_contam.schema import VERIFIED_SUBSET, PerturbedSetError, manifest_beside, validate
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
@@ -221,7 +221,7 @@ def manifest_path(location: SetLocation) -> Path | None:
     if location.kind == "hub":
         return None
     path = Path(location.value)
-    manifest = path.with_name(path.stem + ".manifest.json") if path.is_file() else path / "data.manifest.json"
+    manifest = manifest_beside(path if path.is_file() else path / "data.parquet")
     return manifest if manifest.is_file() else None
 
 

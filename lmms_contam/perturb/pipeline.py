@@ -28,7 +28,7 @@ from lmms_contam.perturb.edit import Editor, EditRequest, FluxEditor
 from lmms_contam.perturb.review import Counterfactual, load_decisions, write_review
 from lmms_contam.perturb.swap import swap_answer
 from lmms_contam.perturb.verify import CounterfactualJob, automatic_outcome, judge_job
-from lmms_contam.schema import SCHEMA_VERSION, write_parquet
+from lmms_contam.schema import SCHEMA_VERSION, manifest_beside, write_parquet
 from lmms_contam.store import StageStore
 
 IMAGE_STAGE = "image"
@@ -183,7 +183,7 @@ def _write_manifest(out: Path, benchmark: str, config: PerturbConfig, editor: Ed
         },  # fmt: skip
         "cost": _cost(store),
     }
-    with atomic_path(out / "data.manifest.json") as tmp:
+    with atomic_path(manifest_beside(out / "data.parquet")) as tmp:
         tmp.write_text(json.dumps(manifest, indent=2) + "\n")
 
 

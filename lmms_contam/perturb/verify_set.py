@@ -28,7 +28,7 @@ from lmms_contam.llm import ChatClient, TooManyFailures, failure_problems
 from lmms_contam.perturb.config import PerturbConfig
 from lmms_contam.perturb.review import Counterfactual, load_decisions, write_review
 from lmms_contam.perturb.verify import JUDGE_STAGE, CounterfactualJob, automatic_outcome, judge_job
-from lmms_contam.schema import VERIFIED_SUBSET, PerturbedSetError, columns_for, validate
+from lmms_contam.schema import VERIFIED_SUBSET, PerturbedSetError, columns_for, manifest_beside, validate
 from lmms_contam.store import StageStore
 
 
@@ -116,12 +116,12 @@ def verify_set(folder: str | Path, config: PerturbConfig, max_failure_rate: floa
     }  # fmt: skip
     if not kept:
         (out / "data.parquet").unlink(missing_ok=True)
-        (out / "data.manifest.json").unlink(missing_ok=True)
+        manifest_beside(out / "data.parquet").unlink(missing_ok=True)
         raise PerturbedSetError(f"{source}: no item passed verification ({dict(outcomes)}); no subset written, "
                                 f"see {out / 'review.html'}")  # fmt: skip
     with atomic_path(out / "data.parquet") as tmp:
         rows.select(kept).to_parquet(str(tmp))
-    with atomic_path(out / "data.manifest.json") as tmp:
+    with atomic_path(manifest_beside(out / "data.parquet")) as tmp:
         tmp.write_text(json.dumps(manifest, indent=2) + "\n")
     cost = manifest["cost"]
     return VerifiedSubset(benchmark, out, len(rows), len(kept), dict(outcomes), cost["calls"], cost["usd"])

@@ -19,7 +19,7 @@ from lmms_contam.items import Item, Skipped
 from lmms_contam.letters import option_letters
 from lmms_contam.perturb.edit import EditRequest
 from lmms_contam.perturb.swap import swap_answer
-from lmms_contam.schema import SCHEMA_VERSION, write_parquet
+from lmms_contam.schema import SCHEMA_VERSION, manifest_beside, write_parquet
 from lmms_contam.synthetic import flaws
 from lmms_contam.synthetic.scenes import KINDS, Scene, counterfactual, draw_scene, render
 from lmms_contam.synthetic.train import Example
@@ -153,7 +153,7 @@ def build_test_set(count: int, out: str | Path, seed: int = 0, flaw_rate: float 
     )  # fmt: skip
     manifest = {"kind": "lmms-contam synthetic", "items": count, "seed": seed, "flaw_rate": flaw_rate,
                 "verification": verification}  # fmt: skip
-    with atomic_path(written.with_name(written.stem + ".manifest.json")) as tmp:
+    with atomic_path(manifest_beside(written)) as tmp:
         tmp.write_text(json.dumps(manifest, indent=2) + "\n")
     return written
 

@@ -22,7 +22,7 @@ from lmms_contam.atomic import atomic_path
 from lmms_contam.perturb.config import PerturbConfig
 from lmms_contam.perturb.verify_set import VerifiedSubset, verify_set
 from lmms_contam.report.build import build as build_report
-from lmms_contam.schema import VERIFIED_SUBSET
+from lmms_contam.schema import VERIFIED_SUBSET, manifest_beside
 from lmms_contam.synthetic import benchmark, experiment
 from lmms_contam.synthetic.evaluate import PERTURBATION_TASK, evaluate
 from lmms_contam.synthetic.experiment import CLEAN_ALPHA, FLAG_P, Check, Row, Setup
@@ -106,7 +106,7 @@ def _flagged(row: Row, alpha: float) -> bool:
 def flawed_set(folder: Path, items: int, rate: float) -> Path:
     """The set at this flaw rate, built unless a complete one with the same settings is there."""
     data = folder / "data.parquet"
-    manifest = data.with_name("data.manifest.json")
+    manifest = manifest_beside(data)
     if data.is_file() and manifest.is_file():
         found = json.loads(manifest.read_text())
         if found.get("items") == items and found.get("flaw_rate") == rate:
