@@ -98,12 +98,12 @@ def test_circular_eval_leaves_out_options_that_name_option_letters():
 
 
 def test_the_switch_rotates_the_items_left_out_too(with_sets, monkeypatch):
-    from lmms_contam.harness import docs
+    from lmms_contam.harness import docs, task_functions
 
-    variants = [doc["contam_variant"] for doc in docs.mmstar_circular(None)]
+    variants = [doc["contam_variant"] for doc in task_functions.mmstar_circular_docs(None)]
     assert variants.count(UNROTATED) == 1 and len(variants) == 11 * 4 + 1  # the fixture's one such item
     monkeypatch.setenv(docs.ROTATE_ALL_ENV, "1")
-    variants = [doc["contam_variant"] for doc in docs.mmstar_circular(None)]
+    variants = [doc["contam_variant"] for doc in task_functions.mmstar_circular_docs(None)]
     assert UNROTATED not in variants and len(variants) == 12 * 4
 
 
@@ -145,10 +145,10 @@ def test_flags_point_the_right_way():
 
 
 def test_text_only_documents_show_a_blank_canvas_of_the_original_size(with_sets):
-    from lmms_contam.harness import docs
+    from lmms_contam.harness import task_functions
 
     rows = pd.read_parquet(with_sets["mmstar"])
-    text_only = docs.mmstar_text_only(None)
+    text_only = task_functions.mmstar_text_only_docs(None)
     assert len(text_only) == len(rows)
     for doc, row in zip(text_only, rows.itertuples(), strict=True):
         original = Image.open(io.BytesIO(row.original_image["bytes"]))
@@ -156,19 +156,19 @@ def test_text_only_documents_show_a_blank_canvas_of_the_original_size(with_sets)
         assert doc["image"].size == original.size
         assert (blank == np.array(BLANK_GREY)).all()
         assert doc["question"] == row.question and doc["answer"] == row.original_answer
-        assert doc["contam_text_only_input"] == "blank" and len(docs.text_only_visual(doc)) == 1
+        assert doc["contam_text_only_input"] == "blank" and len(task_functions.mmstar_text_only_visual(doc)) == 1
 
 
 def test_text_only_documents_carry_no_image_when_asked(with_sets, monkeypatch):
-    from lmms_contam.harness import docs
+    from lmms_contam.harness import docs, task_functions
 
     monkeypatch.setenv(docs.TEXT_ONLY_IMAGE_ENV, "none")
-    text_only = docs.mmstar_text_only(None)
+    text_only = task_functions.mmstar_text_only_docs(None)
     assert all(doc["image"] is None and doc["contam_text_only_input"] == "none" for doc in text_only)
-    assert docs.text_only_visual(text_only[0]) == []
+    assert task_functions.mmstar_text_only_visual(text_only[0]) == []
     monkeypatch.setenv(docs.TEXT_ONLY_IMAGE_ENV, "sometimes")
     with pytest.raises(PerturbedSetError, match="LMMS_CONTAM_TEXT_ONLY_IMAGE .* got 'sometimes'"):
-        docs.mmstar_text_only(None)
+        task_functions.mmstar_text_only_docs(None)
 
 
 # --- through the real lmms-eval CLI ---------------------------------------------------------------

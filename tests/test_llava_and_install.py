@@ -29,7 +29,7 @@ def test_tiny_llava_through_lmms_eval_llava_hf_loader(with_sets, tmp_path):
     )  # fmt: skip
     # lmms-eval's default llava_hf loader (chat) cannot take a prompt without an image: the canvas by default
     assert {s["contam_ids"]["text_only_input"] for s in run.samples["mmstar_text_only"]} == {"blank"}
-    values = {name: metric(run, "mmstar_contam", name) for name in PAIRED_METRICS}
+    values = {m.name: metric(run, "mmstar_contam", m.name) for m in PAIRED_METRICS}
     assert all(math.isfinite(value) for value in values.values()), values
     # The statistics agree with each other: accuracies in [0, 1], delta their difference and inside its
     # interval, McNemar's p a probability.

@@ -78,8 +78,8 @@ def test_test_set_is_a_valid_perturbed_set(tmp_path):
 
 
 def test_training_prompt_uses_the_tasks_post_prompt():
-    template = yaml.safe_load((tasks_dir() / "synthetic" / "_template_yaml").read_text().replace("!function", ""))
-    assert template["lmms_eval_specific_kwargs"]["default"]["post_prompt"] == train.POST_PROMPT
+    task = yaml.safe_load((tasks_dir() / "synthetic" / "synthetic_original.yaml").read_text().replace("!function", ""))
+    assert task["lmms_eval_specific_kwargs"]["default"]["post_prompt"] == train.POST_PROMPT
 
 
 @pytest.mark.slow

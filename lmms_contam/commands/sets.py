@@ -19,6 +19,24 @@ def _tasks_dir(_args: argparse.Namespace) -> int:
     return 0
 
 
+def _generate_tasks(args: argparse.Namespace) -> int:
+    from lmms_contam.harness.registration import tasks_dir
+    from lmms_contam.harness.task_files import FUNCTIONS_FILE, TaskFileError, differences, write
+
+    try:
+        changed = differences(tasks_dir(), FUNCTIONS_FILE) if args.check else write(tasks_dir(), FUNCTIONS_FILE)
+    except TaskFileError as exc:
+        return stop("tasks generate", exc)
+    for path in changed:
+        print(f"{'differs' if args.check else 'written'}: {path}")
+    if args.check and changed:
+        print("lmms-contam tasks generate: the task files are not what the registry generates; run "
+              "`lmms-contam tasks generate`", file=sys.stderr)  # fmt: skip
+        return 1
+    print(f"{len(changed)} file(s) {'differ' if args.check else 'written'}; tasks in {tasks_dir()}")
+    return 0
+
+
 def _datasets(args: argparse.Namespace) -> int:
     """Show where each benchmark's perturbed set resolves, and check it when asked."""
     from lmms_contam.harness.datasets import load_perturbed_set, resolve
@@ -117,6 +135,20 @@ def register(commands: argparse._SubParsersAction) -> None:
         "tasks by itself; `lmms-eval --include_path $(lmms-contam tasks-dir)` is the stable fallback.",
     )
     tasks_dir.set_defaults(run=_tasks_dir)
+
+    tasks = commands.add_parser("tasks", help="the plugin's task YAMLs", description="The plugin's task YAMLs.")
+    generate = tasks.add_subparsers(dest="tasks_command", required=True, metavar="ACTION").add_parser(
+        "generate",
+        help="write every benchmark's task YAMLs from the registry",
+        description="Write the task YAMLs of every benchmark in lmms_contam/registry/specs.py, and the module "
+        "that names their !function targets (lmms_contam/harness/task_functions.py), from the installed "
+        "lmms-eval's built-in tasks: their prompts, generation settings and metrics. The task folder is the "
+        "generator's alone: files it would not write are removed. Run it after adding a benchmark or upgrading "
+        "lmms-eval; the files are checked in, so lmms-eval finds them without running this.",
+    )
+    generate.add_argument("--check", action="store_true",
+                          help="write nothing; list the files that differ and exit 1 if any do")  # fmt: skip
+    generate.set_defaults(run=_generate_tasks)
 
     sets = commands.add_parser(
         "datasets",

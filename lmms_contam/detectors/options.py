@@ -55,7 +55,7 @@ def _parse(benchmark: str, question: str) -> list[str] | None:
 
 def reorder_question(benchmark: str, item_id: str, question: str, options: list[str], order: Order) -> str:
     """The question with its listed options in `order`; refuses a question that does not list `options`."""
-    if benchmark not in WITH_DETECTORS:
+    if benchmark not in SPECS or SPECS[benchmark].option_layout is None:
         raise PerturbedSetError(f"option-order detectors support {', '.join(WITH_DETECTORS)}, not {benchmark}")
     if _parse(benchmark, question) != list(options):
         raise PerturbedSetError(

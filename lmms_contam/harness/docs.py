@@ -8,6 +8,7 @@ Paired tasks interleave the two versions of each item, so `--limit 2k` keeps k w
 from __future__ import annotations
 
 import functools
+import importlib
 from collections import defaultdict
 from collections.abc import Callable
 
@@ -20,11 +21,11 @@ from lmms_contam.detectors.options import (
     reorder_question,
     rotations,
 )
-from lmms_contam.detectors.signals import CIRCULAR, OPTION_SHUFFLE, TEXT_ONLY, UNROTATED
+from lmms_contam.detectors.signals import CIRCULAR, TEXT_ONLY, UNROTATED
 from lmms_contam.harness.datasets import load_perturbed_set, lookup, manifest_sha256, resolve, switched_on
 from lmms_contam.imaging import blank_png, stored_size
 from lmms_contam.letters import option_letters
-from lmms_contam.registry.builtin import VARIANTS
+from lmms_contam.registry.builtin import CONTAM, ORIGINAL, PERTURBED, VARIANTS
 from lmms_contam.registry.specs import SPECS
 from lmms_contam.schema import IMAGE_COLUMNS, PerturbedSetError
 from lmms_contam.stats import stable_seed
@@ -100,10 +101,19 @@ def text_only_input() -> str:
     return choice
 
 
-def text_only_visual(doc: dict) -> list:
-    """The text-only tasks' `doc_to_visual`: no image when the document carries none, else the built-in's."""
-    image = doc[SPECS[doc["contam_benchmark"]].image_field]
-    return [] if image is None else [image.convert("RGB")]
+def text_only_visual(benchmark: str, builtin_visual: str) -> Callable[[dict], list]:
+    """The text-only tasks' `doc_to_visual`: no image when the document carries none, else what the built-in
+    `doc_to_visual` (a dotted path, imported on first use) makes of it."""
+    image_field = SPECS[benchmark].image_field
+    module, name = builtin_visual.rsplit(".", 1)
+
+    def doc_to_visual(doc: dict) -> list:
+        if doc[image_field] is None:
+            return []
+        return getattr(importlib.import_module(module), name)(doc)
+
+    doc_to_visual.__name__ = f"{benchmark}_text_only_visual"
+    return doc_to_visual
 
 
 def detector_versions(benchmark: str, detector: str, row: dict, rotate_all: bool = False,
@@ -155,24 +165,10 @@ def _detector_docs(benchmark: str, detector: str) -> Callable[[datasets.Dataset]
     return process_docs
 
 
-mmstar_original = _process_docs("mmstar", ("original",))
-mmstar_perturbed = _process_docs("mmstar", ("perturbed",))
-mmstar_paired = _process_docs("mmstar", VARIANTS)
-realworldqa_original = _process_docs("realworldqa", ("original",))
-realworldqa_perturbed = _process_docs("realworldqa", ("perturbed",))
-realworldqa_paired = _process_docs("realworldqa", VARIANTS)
-naturalbench_original = _process_docs("naturalbench", ("original",))
-naturalbench_perturbed = _process_docs("naturalbench", ("perturbed",))
-naturalbench_paired = _process_docs("naturalbench", VARIANTS)
-synthetic_original = _process_docs("synthetic", ("original",))
-synthetic_perturbed = _process_docs("synthetic", ("perturbed",))
-synthetic_paired = _process_docs("synthetic", VARIANTS)
-mmstar_circular = _detector_docs("mmstar", CIRCULAR)
-mmstar_option_shuffle = _detector_docs("mmstar", OPTION_SHUFFLE)
-mmstar_text_only = _detector_docs("mmstar", TEXT_ONLY)
-realworldqa_circular = _detector_docs("realworldqa", CIRCULAR)
-realworldqa_option_shuffle = _detector_docs("realworldqa", OPTION_SHUFFLE)
-realworldqa_text_only = _detector_docs("realworldqa", TEXT_ONLY)
-synthetic_circular = _detector_docs("synthetic", CIRCULAR)
-synthetic_option_shuffle = _detector_docs("synthetic", OPTION_SHUFFLE)
-synthetic_text_only = _detector_docs("synthetic", TEXT_ONLY)
+def task_docs(benchmark: str, family: str) -> Callable[[datasets.Dataset], datasets.Dataset]:
+    """The `process_docs` of one of a benchmark's perturbation or detector tasks."""
+    if family in (ORIGINAL, PERTURBED):
+        return _process_docs(benchmark, (family,))
+    if family == CONTAM:
+        return _process_docs(benchmark, VARIANTS)
+    return _detector_docs(benchmark, family)

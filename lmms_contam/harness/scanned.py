@@ -30,9 +30,9 @@ from lmms_contam.flags import (
     subset_comparison,
 )
 from lmms_contam.harness.datasets import home, log_error_once, lookup
-from lmms_contam.harness.scoring import NATURALBENCH_METRICS
+from lmms_contam.harness.scoring import Metric, group_scored_output
 from lmms_contam.registry.parsers import NATURALBENCH_SLOTS
-from lmms_contam.registry.specs import SCANNABLE, SPECS
+from lmms_contam.registry.specs import SPECS
 from lmms_contam.schema import SCHEMA_VERSION
 
 SCANS_ENV, THRESHOLD_ENV = "LMMS_CONTAM_SCANS", "LMMS_CONTAM_SCAN_THRESHOLD"
@@ -54,6 +54,10 @@ SCANNED_METRICS = (
     "n_unscanned",
     "n_unjudged",
 )
+# Their metric_list entries: accuracies and item counts on either side are higher-is-better, as in lmms-eval;
+# rates, gaps and p-values, the contamination signals, are not.
+SCANNED_METRIC_LIST = tuple(Metric(name, name, name.endswith(("acc_flagged", "acc_clean", "n_flagged", "n_clean")))
+                            for name in SCANNED_METRICS)  # fmt: skip
 
 
 def scans_folder() -> tuple[Path, str]:
@@ -112,7 +116,15 @@ def _counts(flags: ContaminationFlags, joined: list[tuple[str, str]]) -> str:
     return f"{image_only} image-only, {text} flagged of {len(joined)} rows at threshold {flags.threshold}"
 
 
-def _scanned_docs(benchmark: str) -> Callable[[datasets.Dataset], datasets.Dataset]:
+def group_of(benchmark: str, doc: dict) -> dict[str, str]:
+    """A group-scored benchmark's group and slot, for the group aggregations (NaturalBench: 4 rows a group)."""
+    if not SPECS[benchmark].scored_by_group:
+        return {}
+    index = int(doc["Index"])
+    return {"group": str(index // 4), "slot": NATURALBENCH_SLOTS[index % 4]}
+
+
+def scanned_docs(benchmark: str) -> Callable[[datasets.Dataset], datasets.Dataset]:
     def process_docs(rows: datasets.Dataset) -> datasets.Dataset:
         try:
             return join_flags(rows, benchmark)
@@ -124,19 +136,16 @@ def _scanned_docs(benchmark: str) -> Callable[[datasets.Dataset], datasets.Datas
     return process_docs
 
 
-def _scanned_results(benchmark: str) -> Callable[[dict, list], dict]:
+def scanned_results(benchmark: str) -> Callable[[dict, list], dict]:
     scorer = SPECS[benchmark].scorer
 
     def process_results(doc: dict, results: list) -> dict:
         builtin_output, correct = scorer.score(doc, results)
         record = {"schema_version": SCHEMA_VERSION, "benchmark": benchmark, "item_id": doc["contam_item_id"],
                   "correct": correct, IMAGE_ONLY: doc[FLAG_COLUMNS[IMAGE_ONLY]],
-                  IMAGE_TEXT: doc[FLAG_COLUMNS[IMAGE_TEXT]]}  # fmt: skip
-        if benchmark == "naturalbench":
-            # The built-in aggregators assert all 7600 rows in order; the plugin's group by id.
-            index = int(doc["Index"])
-            record.update(group=str(index // 4), slot=NATURALBENCH_SLOTS[index % 4])
-            builtin_output = dict.fromkeys(NATURALBENCH_METRICS, record)
+                  IMAGE_TEXT: doc[FLAG_COLUMNS[IMAGE_TEXT]],
+                  **group_of(benchmark, doc)}  # fmt: skip
+        builtin_output = group_scored_output(benchmark, builtin_output, record)
         return {**builtin_output, **dict.fromkeys(SCANNED_METRICS, record), "contam_ids": record}
 
     process_results.__name__ = f"{benchmark}_scanned_results"
@@ -170,8 +179,3 @@ AGGREGATIONS: dict[str, Callable[[list[dict]], float]] = {
     }.items()
 }  # fmt: skip
 assert tuple(AGGREGATIONS) == SCANNED_METRICS
-globals().update(AGGREGATIONS)  # the task YAMLs name them as lmms_contam.harness.scanned.<metric>
-
-for _benchmark in SCANNABLE:
-    globals()[f"{_benchmark}_scanned_docs"] = _scanned_docs(_benchmark)
-    globals()[f"{_benchmark}_scanned_results"] = _scanned_results(_benchmark)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from lmms_contam import stats
 from lmms_contam.detectors.signals import (
@@ -19,19 +20,57 @@ from lmms_contam.detectors.signals import (
     versions_by_item,
 )
 from lmms_contam.records import ContamRecord
-from lmms_contam.registry.specs import SPECS, WITH_DETECTORS
+from lmms_contam.registry.builtin import CONTAM, ORIGINAL, PERTURBED
+from lmms_contam.registry.specs import SPECS
 
-PAIRED_METRICS = (
-    "acc_original",
-    "acc_perturbed",
-    "delta",
-    "delta_ci_low",
-    "delta_ci_high",
-    "mcnemar_p",
-    "n_pairs",
-    "n_flagged",
+
+@dataclass(frozen=True)
+class Metric:
+    """One entry of a task's metric_list; `aggregation` is a key of AGGREGATIONS (here or in scanned.py)."""
+
+    name: str
+    aggregation: str
+    higher_is_better: bool
+
+
+PAIRED_METRICS = (  # the *_contam tasks': every one aggregates the same per-document records
+    Metric("acc_original", "acc_original", True),
+    Metric("acc_perturbed", "acc_perturbed", True),
+    Metric("delta", "delta", True),
+    Metric("delta_ci_low", "delta_ci_low", True),
+    Metric("delta_ci_high", "delta_ci_high", True),
+    Metric("mcnemar_p", "mcnemar_p", False),
+    Metric("n_pairs", "n_pairs", True),
+    Metric("n_flagged", "n_flagged", False),
 )
-NATURALBENCH_METRICS = ("naturalbench_ACC", "naturalbench_Q_ACC", "naturalbench_I_ACC", "naturalbench_G_ACC")
+# Scores of benchmarks whose built-in aggregations need every row in order (spec.scored_by_group): the
+# same scores, computed by group id, so subsets and --limit work.
+GROUP_METRICS = (
+    Metric("naturalbench_G_ACC", "group_g_acc", True),
+    Metric("naturalbench_Q_ACC", "group_q_acc", True),
+    Metric("naturalbench_I_ACC", "group_i_acc", True),
+    Metric("naturalbench_ACC", "group_acc", True),
+)
+GROUP_SCORES = {"group_g_acc": "G_Acc", "group_q_acc": "Q_Acc", "group_i_acc": "I_Acc", "group_acc": "Acc"}
+# Peer detector tasks (*_circular, *_option_shuffle, *_text_only): one metric per DetectorSignal field.
+DETECTOR_FIELDS = ("reference", "score", "signal", "p_value", "n_items", "n_changed", "n_excluded")
+
+
+def _detector_metrics(*named: tuple[str, bool]) -> tuple[Metric, ...]:
+    """Names and directions in DETECTOR_FIELDS order; a detector may stop before the last fields."""
+    fields = DETECTOR_FIELDS[: len(named)]
+    return tuple(Metric(name, f"detector_{field}", higher) for (name, higher), field in zip(named, fields, strict=True))
+
+
+DETECTOR_METRICS = {
+    CIRCULAR: _detector_metrics(("acc_vanilla", True), ("acc_circular", True), ("circular_drop", True),
+                                ("circular_p", False), ("n_items", True), ("n_inconsistent", False),
+                                ("n_excluded", False)),
+    OPTION_SHUFFLE: _detector_metrics(("acc_original", True), ("acc_shuffled", True), ("shuffle_delta", True),
+                                      ("shuffle_p", False), ("n_items", True), ("n_flipped", False)),
+    TEXT_ONLY: _detector_metrics(("chance", True), ("acc_text_only", False), ("text_only_excess", False),
+                                 ("text_only_p", False), ("n_items", True), ("n_right", False)),
+}  # fmt: skip
 
 
 def _score(benchmark: str, doc: dict, results: list) -> tuple[dict, dict]:
@@ -50,59 +89,37 @@ def _records(logged: list[dict]) -> list[ContamRecord]:
     return [ContamRecord.from_logged(record, "lmms-contam aggregation") for record in logged]
 
 
+def group_scored_output(benchmark: str, builtin_output: dict, record: dict) -> dict:
+    """The built-in output, or for a benchmark scored by group its group metrics, each given `record`, which
+    the group aggregations below read (the built-in ones would need every row in order)."""
+    if not SPECS[benchmark].scored_by_group:
+        return builtin_output
+    return dict.fromkeys((m.name for m in GROUP_METRICS), record)
+
+
 def _single_variant(benchmark: str) -> Callable[[dict, list], dict]:
     def process_results(doc: dict, results: list) -> dict:
         builtin_output, record = _score(benchmark, doc, results)
-        if benchmark == "naturalbench":
-            # The built-in aggregators assert the full 7600 rows in order; ours group by id.
-            builtin_output = dict.fromkeys(NATURALBENCH_METRICS, record)
-        return {**builtin_output, "contam_ids": record}
+        return {**group_scored_output(benchmark, builtin_output, record), "contam_ids": record}
 
     return process_results
 
 
-def _paired(benchmark: str, metrics: tuple[str, ...] = PAIRED_METRICS) -> Callable[[dict, list], dict]:
+def _paired(benchmark: str, metrics: tuple[Metric, ...]) -> Callable[[dict, list], dict]:
     """Every metric aggregates the same per-document records (statistics need all versions of an item)."""
 
     def process_results(doc: dict, results: list) -> dict:
         _, record = _score(benchmark, doc, results)
-        return {**dict.fromkeys(metrics, record), "contam_ids": record}
+        return {**dict.fromkeys((m.name for m in metrics), record), "contam_ids": record}
 
     return process_results
 
 
-mmstar_process_results = _single_variant("mmstar")
-realworldqa_process_results = _single_variant("realworldqa")
-naturalbench_process_results = _single_variant("naturalbench")
-synthetic_process_results = _single_variant("synthetic")
-mmstar_paired_results = _paired("mmstar")
-realworldqa_paired_results = _paired("realworldqa")
-naturalbench_paired_results = _paired("naturalbench")
-synthetic_paired_results = _paired("synthetic")
-
-# Peer detector tasks (*_circular, *_option_shuffle, *_text_only): metric names per detector, in the
-# order of DETECTOR_FIELDS, which the detector_* aggregations below compute.
-DETECTOR_METRICS = {
-    CIRCULAR: ("acc_vanilla", "acc_circular", "circular_drop", "circular_p", "n_items", "n_inconsistent"),
-    OPTION_SHUFFLE: ("acc_original", "acc_shuffled", "shuffle_delta", "shuffle_p", "n_items", "n_flipped"),
-    TEXT_ONLY: ("chance", "acc_text_only", "text_only_excess", "text_only_p", "n_items", "n_right"),
-}
-DETECTOR_FIELDS = ("reference", "score", "signal", "p_value", "n_items", "n_changed")
-EXTRA_METRICS = {CIRCULAR: ("n_excluded",)}  # DetectorSignal fields of one detector only, named alike
-detector_results = {
-    (benchmark, detector): _paired(benchmark, metrics + EXTRA_METRICS.get(detector, ()))
-    for benchmark in WITH_DETECTORS
-    for detector, metrics in DETECTOR_METRICS.items()
-}
-mmstar_circular_results = detector_results["mmstar", CIRCULAR]
-mmstar_option_shuffle_results = detector_results["mmstar", OPTION_SHUFFLE]
-mmstar_text_only_results = detector_results["mmstar", TEXT_ONLY]
-realworldqa_circular_results = detector_results["realworldqa", CIRCULAR]
-realworldqa_option_shuffle_results = detector_results["realworldqa", OPTION_SHUFFLE]
-realworldqa_text_only_results = detector_results["realworldqa", TEXT_ONLY]
-synthetic_circular_results = detector_results["synthetic", CIRCULAR]
-synthetic_option_shuffle_results = detector_results["synthetic", OPTION_SHUFFLE]
-synthetic_text_only_results = detector_results["synthetic", TEXT_ONLY]
+def task_results(benchmark: str, family: str) -> Callable[[dict, list], dict]:
+    """The `process_results` of one of a benchmark's perturbation or detector tasks."""
+    if family in (ORIGINAL, PERTURBED):
+        return _single_variant(benchmark)
+    return _paired(benchmark, PAIRED_METRICS if family == CONTAM else DETECTOR_METRICS[family])
 
 
 def paired_comparison(logged: list[dict]) -> stats.PairedComparison:
@@ -132,40 +149,25 @@ def _aggregation(compute: Callable[[list[dict]], object], field: str) -> Callabl
     return aggregate
 
 
-def _paired_statistic(field: str) -> Callable[[list[dict]], float]:
-    return _aggregation(paired_comparison, field)
-
-
-acc_original = _paired_statistic("acc_original")
-acc_perturbed = _paired_statistic("acc_perturbed")
-delta = _paired_statistic("delta")
-delta_ci_low = _paired_statistic("ci_low")
-delta_ci_high = _paired_statistic("ci_high")
-mcnemar_p = _paired_statistic("mcnemar_p")
-n_pairs = _paired_statistic("n_pairs")
-# Items right on the original and wrong on the counterfactual: the per-sample signal.
-n_flagged = _paired_statistic("right_to_wrong")
-
-detector_reference = _aggregation(detector_signal_of, "reference")
-detector_score = _aggregation(detector_signal_of, "score")
-detector_signal = _aggregation(detector_signal_of, "signal")
-detector_p_value = _aggregation(detector_signal_of, "p_value")
-detector_n_items = _aggregation(detector_signal_of, "n_items")
-detector_n_changed = _aggregation(detector_signal_of, "n_changed")
-detector_n_excluded = _aggregation(detector_signal_of, "n_excluded")
-
-
-def _naturalbench_score(metric: str) -> Callable[[list[dict]], float]:
+def _group_score(metric: str) -> Callable[[list[dict]], float]:
     def aggregate(records: list[dict]) -> float:
         by_group: dict[str, dict[str, int]] = defaultdict(dict)
         for record in records:
             by_group[record["group"]][record["slot"]] = record["correct"]
         return stats.group_accuracies(by_group)[metric]
 
+    aggregate.__name__ = metric
     return aggregate
 
 
-naturalbench_acc = _naturalbench_score("Acc")
-naturalbench_q_acc = _naturalbench_score("Q_Acc")
-naturalbench_i_acc = _naturalbench_score("I_Acc")
-naturalbench_g_acc = _naturalbench_score("G_Acc")
+# The aggregations the metric tables above name; lmms_contam/harness/task_functions.py exposes each by name.
+AGGREGATIONS: dict[str, Callable[[list[dict]], float]] = {
+    **{name: _aggregation(paired_comparison, field) for name, field in (
+        ("acc_original", "acc_original"), ("acc_perturbed", "acc_perturbed"), ("delta", "delta"),
+        ("delta_ci_low", "ci_low"), ("delta_ci_high", "ci_high"), ("mcnemar_p", "mcnemar_p"),
+        ("n_pairs", "n_pairs"),
+        ("n_flagged", "right_to_wrong"),  # right on the original, wrong on the counterfactual: the per-item signal
+    )},
+    **{f"detector_{field}": _aggregation(detector_signal_of, field) for field in DETECTOR_FIELDS},
+    **{key: _group_score(score) for key, score in GROUP_SCORES.items()},
+}  # fmt: skip

@@ -11,7 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-VARIANTS = ("original", "perturbed")
+VARIANTS = ("original", "perturbed")  # the two versions of an item in a perturbed set
+ORIGINAL, PERTURBED = VARIANTS
+CONTAM = "contam"  # both versions, paired: the *_contam tasks
 
 
 @dataclass(frozen=True)

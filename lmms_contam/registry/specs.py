@@ -3,8 +3,8 @@
 What a benchmark *is* (where lmms-eval loads it, how a row becomes an item, which built-in task scores
 it, the columns of its perturbed sets, how its questions list their options) lives here and nowhere
 else: the loaders, the schema, the task functions, the detectors, the report and the command line all
-ask this module. A new entry in SPECS reaches all of them; its task YAMLs (lmms_contam/tasks/) and their
-`!function` aliases (harness/docs.py, harness/scoring.py) are still written by hand.
+ask this module. A new entry in SPECS reaches all of them, and `lmms-contam tasks generate` writes its task
+YAMLs (lmms_contam/tasks/) and their `!function` targets (lmms_contam/harness/task_functions.py).
 """
 
 from __future__ import annotations
@@ -44,6 +44,9 @@ class BenchmarkSpec:
     label: str  # as the papers write it
     lmms_eval_yaml: str | None  # the built-in task (under lmms_eval/tasks/) whose prompts and scoring are reused
     scorer: BuiltinScorer  # its process_results, and how a 0/1 correctness is read from it
+    own_task_yaml: str | None = None  # in lmms-eval's format, under lmms_contam/: a benchmark lmms-eval lacks
+    doc_to_target: str | None = None  # where the built-in names a column its dataset does not have
+    scored_by_group: bool = False  # its built-in aggregations need every row in order (harness.scoring.GROUP_METRICS)
     image_field: str = "image"  # the built-in task's image column
     source: Source | None = None  # where lmms-eval loads it: scan, judge, `*_scanned` and perturb's originals
     parser: Parser | None = None  # a row of `source` as an Item
@@ -94,14 +97,15 @@ SPECS: dict[str, BenchmarkSpec] = {
             BuiltinScorer("lmms_eval.tasks.naturalbench.utils", "naturalbench_process_results",
                           lambda doc, out: int(out["naturalbench_G_ACC"]["score"]
                                                == builtin.naturalbench_gold_value(doc["Answer"]))),
-            image_field="Image", source=Source("BaiqiL/NaturalBench-lmms-eval", None, "test"),
+            image_field="Image", doc_to_target="Answer", scored_by_group=True,
+            source=Source("BaiqiL/NaturalBench-lmms-eval", None, "test"),
             parser=Parser(column("Index"), parsers.parse_naturalbench),
             columns=BenchmarkColumns(extra=("question_type", "group_id", "group_slot"), answer_style="text"),
             shape_doc=builtin.naturalbench_doc,
         ),
         # The controlled experiment's procedural benchmark (lmms_contam.synthetic): MMStar's layout and scoring.
-        BenchmarkSpec("synthetic", "synthetic", None, MMSTAR_SCORER, columns=MMSTAR_COLUMNS,
-                      shape_doc=builtin.mmstar_doc, option_layout=INLINE),
+        BenchmarkSpec("synthetic", "synthetic", None, MMSTAR_SCORER, own_task_yaml="synthetic/lmms_eval_task.yaml",
+                      columns=MMSTAR_COLUMNS, shape_doc=builtin.mmstar_doc, option_layout=INLINE),
         BenchmarkSpec(
             "seedbench", "SEED-Bench", "seedbench/seedbench.yaml",
             BuiltinScorer("lmms_eval.tasks.seedbench.utils", "seed_process_result", builtin.seedbench_correct),
