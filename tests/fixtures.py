@@ -128,6 +128,67 @@ def realworldqa_rows(photos: list[bytes], n: int = 12) -> list[dict]:
     return rows
 
 
+def seedbench_rows(photos: list[bytes], n: int = 12) -> list[dict]:
+    """SEED-Bench's image items: four options as fields of the document, none listed in the question."""
+    rows = []
+    for i in range(n):
+        letters = option_letters(4)
+        original = letters[_pick("seedbench", str(i)) % 4]
+        rows.append(
+            {
+                "item_id": f"seedbench-{i}",
+                "original_id": f"q{i}",
+                "benchmark": "seedbench",
+                "question": f"What stands in the middle of photo {i}?",
+                "options": [f"thing {i}-{k}" for k in range(4)],
+                "original_answer": original,
+                "new_answer": _swap(original, letters, "seedbench", str(i)),
+                "original_image": {"bytes": photos[(i + 3) % len(photos)]},
+                "image": {"bytes": photos[(i + 7) % len(photos)]},
+                "provenance": _provenance("seedbench"),
+                "schema_version": SCHEMA_VERSION,
+            }
+        )
+    return rows
+
+
+MMBENCH_FIRST_ID = 40
+
+
+def mmbench_hint(original_id: str) -> str | None:
+    """The hint of a fixture item, in the hub's rows (a third of them have one)."""
+    i = int(original_id) - MMBENCH_FIRST_ID
+    return f"Hint {i}: look at the sky." if i % 3 == 0 else None
+
+
+def mmbench_rows(photos: list[bytes], n: int = 12) -> list[dict]:
+    """MMBench's items: options as fields of the document (three here, the fourth "nan"), the hint joined to
+    the head of the question where there is one, as the importer does."""
+    rows = []
+    for i in range(n):
+        letters = option_letters(3)
+        original = letters[_pick("mmbench", str(i)) % 3]
+        hint = mmbench_hint(str(MMBENCH_FIRST_ID + i))
+        rows.append(
+            {
+                "item_id": f"mmbench-{i}",
+                "original_id": str(MMBENCH_FIRST_ID + i),
+                "benchmark": "mmbench",
+                "question": f"{hint} What colour dominates photo {i}?" if hint else f"What colour dominates photo {i}?",
+                "options": [f"colour {i}-{k}" for k in range(3)],
+                "original_answer": original,
+                "new_answer": _swap(original, letters, "mmbench", str(i)),
+                "original_image": {"bytes": photos[(i + 4) % len(photos)]},
+                "image": {"bytes": photos[(i + 6) % len(photos)]},
+                "category": "image_scene",
+                "l2_category": ("coarse_perception", "fine-grained_perception")[i % 2],
+                "provenance": _provenance("mmbench"),
+                "schema_version": SCHEMA_VERSION,
+            }
+        )
+    return rows
+
+
 NATURALBENCH_GOLD = {"q0_i0": 0, "q0_i1": 1, "q1_i0": 1, "q1_i1": 0}  # index into options: Yes/A first
 
 
@@ -166,13 +227,46 @@ def naturalbench_rows(photos: list[bytes], groups: int = 3) -> list[dict]:
 def write_fixture_sets(folder: Path) -> dict[str, Path]:
     """One parquet file per benchmark; returns {benchmark: path}."""
     photos = real_photos()
-    builders = {"mmstar": mmstar_rows, "realworldqa": realworldqa_rows, "naturalbench": naturalbench_rows}
+    builders = {"mmstar": mmstar_rows, "realworldqa": realworldqa_rows, "naturalbench": naturalbench_rows,
+                "seedbench": seedbench_rows, "mmbench": mmbench_rows}  # fmt: skip
     sets = {name: write_parquet(build(photos), name, folder / f"{name}.parquet") for name, build in builders.items()}
     # MMStar's has a manifest beside it, as every set lmms-contam writes does: its hash names the set in records
     (folder / "mmstar.manifest.json").write_text(json.dumps({"source": "tests/fixtures.py"}) + "\n")
     # The controlled experiment's benchmark is procedural: its own builder writes the fixture.
     sets["synthetic"] = build_test_set(12, folder / "synthetic.parquet")
     return sets
+
+
+def hub_row(benchmark: str, row: dict, variant: str) -> dict:
+    """One version of a fixture item as a row of the benchmark's hub dataset, written out here, not by the plugin's
+    document shapes. The image feature: `hub_image_feature`."""
+    perturbed = variant == "perturbed"
+    answer, image = (row["new_answer"], row["image"]) if perturbed else (row["original_answer"], row["original_image"])
+    if benchmark == "mmstar":
+        return {"index": int(row["original_id"]), "question": row["question"], "answer": answer,
+                "category": row["category"], "l2_category": row["l2_category"], "image": image}  # fmt: skip
+    if benchmark == "seedbench":
+        return {"question_id": row["original_id"], "question": row["question"], "answer": answer,
+                **{f"choice_{letter}": text for letter, text in zip("abcd", row["options"], strict=True)},
+                "data_type": "image", "data_id": row["original_id"], "question_type_id": 1,
+                "image": [image]}  # fmt: skip
+    if benchmark == "mmbench":
+        hint = mmbench_hint(row["original_id"])
+        return {"index": int(row["original_id"]), "hint": hint or "nan",
+                "question": row["question"].removeprefix(f"{hint} "), "answer": answer,
+                **dict(zip("ABCD", [*row["options"], "nan"], strict=True)), "category": row["category"],
+                "L2-category": row["l2_category"], "source": "test", "split": "dev", "image": image}  # fmt: skip
+    raise ValueError(f"no hub layout for {benchmark} in the fixtures")
+
+
+def write_hub_copy(benchmark: str, rows: list[dict], variant: str, path: Path) -> Path:
+    """The fixture items of one version as a local copy of the benchmark in its hub layout."""
+    import datasets
+
+    image = [datasets.Image()] if benchmark == "seedbench" else datasets.Image()
+    table = datasets.Dataset.from_list([hub_row(benchmark, row, variant) for row in rows])
+    table.cast_column("image", image).to_parquet(str(path))
+    return path
 
 
 def answers_right(benchmark: str, row: dict, response: str, variant: str) -> int:

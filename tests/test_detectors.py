@@ -31,7 +31,7 @@ from lmms_contam.detectors.signals import CIRCULAR, OPTION_SHUFFLE, TEXT_ONLY, U
 from lmms_contam.imaging import BLANK_GREY
 from lmms_contam.letters import option_letters
 from lmms_contam.records import ContamRecord
-from lmms_contam.registry.specs import WITH_DETECTORS
+from lmms_contam.registry.specs import SPECS, WITH_DETECTORS
 from lmms_contam.schema import PerturbedSetError
 
 BENCHMARKS = WITH_DETECTORS
@@ -194,7 +194,7 @@ def detector_runs(fixture_sets, tmp_path_factory):
 
 
 def shown_options(benchmark: str, prompt: str) -> dict[str, str]:
-    if benchmark == "realworldqa":
+    if SPECS[benchmark].option_layout != "inline":  # RealWorldQA's question, SEED-Bench's prompt: "A. x" lines
         return dict(OPTION_IN_PROMPT["lines"].findall(prompt))
     listed = prompt.split("\nOptions: ", 1)[1].split("\n", 1)[0]
     return dict(OPTION_IN_PROMPT["inline"].findall(listed))
@@ -239,7 +239,7 @@ def test_detector_scores_through_lmms_eval(detector_runs, fixture_sets, model):
     }[model]
     for benchmark in BENCHMARKS:
         rows = pd.read_parquet(fixture_sets[benchmark]).sort_values("item_id").reset_index(drop=True)
-        strata = list(rows["l2_category"]) if "l2_category" in rows else None
+        strata = list(rows["l2_category"]) if SPECS[benchmark].stratified else None
         ids, originals = list(rows["item_id"]), list(rows["original_answer"])
 
         circular = logged_versions(run, benchmark, CIRCULAR, rows)

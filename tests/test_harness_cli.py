@@ -10,18 +10,30 @@ from collections import defaultdict
 from pathlib import Path
 
 import datasets
-import lmms_eval.tasks.mmstar.utils as mmstar_utils
+import lmms_eval
 import pytest
 from conftest import metric, run_lmms_eval
-from fixtures import answers_right, mmstar_rows, naturalbench_rows, real_photos, realworldqa_rows
+from fixtures import (
+    answers_right,
+    mmbench_rows,
+    mmstar_rows,
+    naturalbench_rows,
+    real_photos,
+    realworldqa_rows,
+    seedbench_rows,
+    write_hub_copy,
+)
 from scipy.stats import binomtest
 
 from lmms_contam import stats
+from lmms_contam.registry.specs import SPECS
 from lmms_contam.schema import features_for
 
 pytestmark = pytest.mark.slow
 
-ALL_TASKS = [f"{b}_{v}" for b in ("mmstar", "realworldqa", "naturalbench") for v in ("original", "perturbed", "contam")]
+BENCHMARKS = ("mmstar", "realworldqa", "naturalbench", "seedbench", "mmbench")
+ALL_TASKS = [f"{b}_{v}" for b in BENCHMARKS for v in ("original", "perturbed", "contam")]
+BUILTIN = Path(lmms_eval.__file__).parent / "tasks"
 MMSTAR_CATEGORIES = ("coarse perception", "fine-grained perception", "instance reasoning", "logical reasoning",
                      "science & technology", "math")  # fmt: skip
 
@@ -30,7 +42,8 @@ MMSTAR_CATEGORIES = ("coarse perception", "fine-grained perception", "instance r
 def rows():
     photos = real_photos()
     return {"mmstar": mmstar_rows(photos), "realworldqa": realworldqa_rows(photos),
-            "naturalbench": naturalbench_rows(photos)}  # fmt: skip
+            "naturalbench": naturalbench_rows(photos), "seedbench": seedbench_rows(photos),
+            "mmbench": mmbench_rows(photos)}  # fmt: skip
 
 
 def macro(values: list[int], strata: list[str]) -> float:
@@ -68,6 +81,12 @@ def check_all_metrics(run, rows, respond) -> None:
                     assert metric(run, task, category) == pytest.approx(expected), (task, category)
             elif benchmark == "realworldqa":
                 assert metric(run, task, "exact_match") == pytest.approx(sum(values) / len(values))
+            elif benchmark == "seedbench":  # image items only: both of its scores are their accuracy
+                for name in ("seed_image", "seed_all"):
+                    assert metric(run, task, name) == pytest.approx(sum(values) / len(values)), (task, name)
+                assert "seed_video,none" not in run.results["results"][task]
+            elif benchmark == "mmbench":  # the static matching's overall accuracy, in percent
+                assert metric(run, task, "gpt_eval_score") == pytest.approx(100 * sum(values) / len(values)), task
             else:
                 for name, expected in naturalbench_expected(bench_rows, values).items():
                     assert metric(run, task, name) == pytest.approx(expected), (task, name)
@@ -122,35 +141,40 @@ def test_oracle_holds_and_memoriser_drops(with_sets, rows, tmp_path):
     assert metric(memoriser, "naturalbench_perturbed", "naturalbench_G_ACC") == 0.0
 
 
-def test_mmstar_perturbed_scores_as_the_builtin_mmstar_task(with_sets, rows, tmp_path):
-    """lmms-eval's own mmstar task, pointed at the same items, gives the same metrics and prompts."""
-    builtin_rows = [
-        {"index": int(r["original_id"]), "question": r["question"], "answer": r["new_answer"],
-         "category": r["category"], "l2_category": r["l2_category"], "image": r["image"]}
-        for r in rows["mmstar"]
-    ]  # fmt: skip
-    builtin_set = tmp_path / "mmstar_builtin.parquet"
-    datasets.Dataset.from_list(builtin_rows).cast_column("image", datasets.Image()).to_parquet(str(builtin_set))
-    builtin_yaml = Path(mmstar_utils.__file__).with_name("mmstar.yaml")
+# The split of each built-in task, and its metrics.
+BUILTIN_SPLIT = {"mmstar": "val", "seedbench": "test", "mmbench": "dev"}
+BUILTIN_METRICS = {"mmstar": (*MMSTAR_CATEGORIES, "average"), "seedbench": ("seed_image", "seed_all"),
+                   "mmbench": ("gpt_eval_score",)}  # fmt: skip
+
+
+def test_perturbed_tasks_score_as_the_builtin_tasks(with_sets, rows, tmp_path):
+    """lmms-eval's own task of each benchmark, pointed at the same items, gives the same metrics and prompts."""
     include = tmp_path / "include"
     include.mkdir()
-    (include / "mmstar_builtin_local.yaml").write_text(
-        f"include: {builtin_yaml}\ntask: mmstar_builtin_local\ndataset_path: parquet\n"
-        f"dataset_kwargs:\n  data_files:\n    val: {builtin_set}\n"
-    )
+    for benchmark in BUILTIN_SPLIT:
+        path = write_hub_copy(benchmark, rows[benchmark], "perturbed", tmp_path / f"{benchmark}_builtin.parquet")
+        (include / f"{benchmark}_builtin_local.yaml").write_text(
+            f"include: {BUILTIN / SPECS[benchmark].lmms_eval_yaml}\ntask: {benchmark}_builtin_local\n"
+            f"dataset_path: parquet\ndataset_name: null\ndataset_kwargs:\n  data_files:\n"
+            f"    {BUILTIN_SPLIT[benchmark]}: {path}\n"
+        )
     response = "B"
-    expected = [int(r["new_answer"] == response) for r in rows["mmstar"]]
-    assert 0 < sum(expected) < len(expected), "the fixture must give a mixed score for this check to mean anything"
+    for benchmark in BUILTIN_SPLIT:
+        expected = [int(r["new_answer"] == response) for r in rows[benchmark]]
+        assert 0 < sum(expected) < len(expected), f"{benchmark}: the fixture must give a mixed score"
+    tasks = ",".join(f"{b}_{kind}" for b in BUILTIN_SPLIT for kind in ("builtin_local", "perturbed"))
     run = run_lmms_eval(
-        ["--model", "dummy", "--model_args", f"response={response}", "--include_path", str(include),
-         "--tasks", "mmstar_builtin_local,mmstar_perturbed"],
+        ["--model", "dummy", "--model_args", f"response={response}", "--include_path", str(include), "--tasks", tasks],
         tmp_path / "out",
     )  # fmt: skip
-    for name in (*MMSTAR_CATEGORIES, "average"):
-        assert metric(run, "mmstar_perturbed", name) == metric(run, "mmstar_builtin_local", name), name
-    prompts = [s["input"] for s in run.samples["mmstar_perturbed"]]
-    assert prompts == [s["input"] for s in run.samples["mmstar_builtin_local"]]
-    assert all(p.endswith("Answer with the option's letter from the given choices directly") for p in prompts)
+    for benchmark, names in BUILTIN_METRICS.items():
+        for name in names:
+            ours, theirs = metric(run, f"{benchmark}_perturbed", name), metric(run, f"{benchmark}_builtin_local", name)
+            assert ours == theirs, (benchmark, name)
+        prompts = [s["input"] for s in run.samples[f"{benchmark}_perturbed"]]
+        assert prompts == [s["input"] for s in run.samples[f"{benchmark}_builtin_local"]]
+        assert all(p.endswith("Answer with the option's letter from the given choices directly") for p in
+                   prompts if benchmark == "mmstar")  # fmt: skip
 
 
 def test_limit_works_on_naturalbench_by_group_id(with_sets, tmp_path):

@@ -14,7 +14,7 @@ from pathlib import Path
 import datasets
 import pytest
 import yaml
-from fixtures import mmstar_rows, real_photos
+from fixtures import mmbench_rows, mmstar_rows, real_photos, seedbench_rows, write_hub_copy
 from loopback import LoopbackServer, completion
 from loopback_hub import LoopbackHub
 from tiny_flux import build_tiny_flux_controlnet, install_in_hub_cache
@@ -32,16 +32,13 @@ SECRET = "sk-loopback-secret-7f3a"
 def originals(tmp_path_factory):
     root = tmp_path_factory.mktemp("originals")
     rows = mmstar_rows(real_photos())
-    table = [{"index": int(r["original_id"]), "question": r["question"], "answer": r["original_answer"],
-              "category": r["category"], "l2_category": r["l2_category"], "image": r["original_image"]}
-             for r in rows]  # fmt: skip
-    datasets.Dataset.from_list(table).cast_column("image", datasets.Image()).to_parquet(str(root / "mmstar.parquet"))
+    parquet = write_hub_copy("mmstar", rows, "original", root / "mmstar.parquet")
     expected = {}
-    for row in table:
-        item = Item("mmstar", str(row["index"]), row["question"], tuple(mmstar_options(row["question"])),
-                    row["answer"], None)  # fmt: skip
+    for row in rows:
+        item = Item("mmstar", row["original_id"], row["question"], tuple(mmstar_options(row["question"])),
+                    row["original_answer"], None)  # fmt: skip
         expected[row["question"]] = swap_answer(item, seed=0)
-    return root / "mmstar.parquet", expected
+    return parquet, expected
 
 
 @pytest.fixture(scope="module")
@@ -138,6 +135,32 @@ def test_pipeline_builds_a_set_the_tasks_load_and_a_rerun_repeats_nothing(origin
     files = hub.repos["contam-org/mmstar-perturbed"]["files"]
     assert files["data/test-00000-of-00001.parquet"] == (out / "data.parquet").read_bytes()
     assert json.loads((out / "data.manifest.json").read_text())["hub"]["commit"] in pushed.stdout
+
+
+FIELD_OPTIONS = {"seedbench": seedbench_rows, "mmbench": mmbench_rows}  # options as fields of the row
+
+
+@pytest.mark.parametrize("benchmark", FIELD_OPTIONS)
+def test_a_benchmark_whose_options_are_fields_gets_a_valid_set(benchmark, flux, tmp_path):
+    """From a local copy in the hub's layout (SEED-Bench: a list of images per row; MMBench: a hint joined to
+    the question, a missing option "nan")."""
+    rows = FIELD_OPTIONS[benchmark](real_photos())
+    parquet = write_hub_copy(benchmark, rows, "original", tmp_path / f"{benchmark}.parquet")
+    expected = {r["question"]: swap_answer(Item(benchmark, r["original_id"], r["question"], tuple(r["options"]),
+                                                r["original_answer"], None)) for r in rows}  # fmt: skip
+    out = tmp_path / "out"
+    with judged_by(expected, rows[0]["question"], tmp_path, flux) as (_server, config):
+        done = perturb(benchmark, "--config", config, "--out", str(out), "--originals", str(parquet))
+    assert done.returncode == 0 and "kept 11 of 12 items" in done.stdout, done.stdout + done.stderr
+    kept = datasets.load_dataset("parquet", data_files=str(out / "data.parquet"), split="train")
+    by_question = {r["question"]: r for r in rows}
+    for row in kept:
+        assert row["new_answer"] == expected[row["question"]] != row["original_answer"]
+        assert row["options"] == by_question[row["question"]]["options"]
+    checked = subprocess.run([sys.executable, "-m", "lmms_contam.cli", "datasets", benchmark, "--check"],
+                             capture_output=True, text=True, env={**os.environ,
+                             f"LMMS_CONTAM_DATASET_{benchmark.upper()}": str(out)})  # fmt: skip
+    assert "11 valid rows" in checked.stdout, checked.stderr
 
 
 def test_bad_config_fails_clearly(tmp_path):

@@ -13,7 +13,7 @@ import numpy as np
 
 from lmms_contam.letters import option_letters
 from lmms_contam.registry.parsers import LETTER_LINE, MMSTAR_OPTIONS, mmstar_options, realworldqa_options
-from lmms_contam.registry.specs import INLINE, SPECS, WITH_DETECTORS
+from lmms_contam.registry.specs import COLUMNS, INLINE, SPECS, WITH_DETECTORS
 from lmms_contam.schema import PerturbedSetError
 from lmms_contam.stats import stable_seed
 
@@ -78,6 +78,15 @@ def reorder_question(benchmark: str, item_id: str, question: str, options: list[
     if _parse(benchmark, rewritten) != shown:
         raise PerturbedSetError(f"{benchmark} item {item_id}: its options cannot be reordered unambiguously")
     return rewritten
+
+
+def shown_in_order(benchmark: str, item_id: str, question: str, options: list[str], order: Order) -> dict:
+    """What a document shows of an item with its options in `order`: the options, and the question with its
+    list of options rewritten where the question has one."""
+    shown = {"options": [options[i] for i in order]}
+    if SPECS[benchmark].option_layout == COLUMNS:
+        return {**shown, "question": question}
+    return {**shown, "question": reorder_question(benchmark, item_id, question, options, order)}
 
 
 def gold_letter(order: Order, gold_index: int) -> str:

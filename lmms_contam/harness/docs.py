@@ -18,8 +18,8 @@ from lmms_contam.detectors.options import (
     gold_letter,
     gold_moving_shuffle,
     names_option_letters,
-    reorder_question,
     rotations,
+    shown_in_order,
 )
 from lmms_contam.detectors.signals import CIRCULAR, TEXT_ONLY, UNROTATED
 from lmms_contam.harness.datasets import load_perturbed_set, lookup, manifest_sha256, resolve, switched_on
@@ -55,7 +55,7 @@ def build_docs(
 
     fingerprint = f"{stable_seed('lmms-contam-docs', raw._fingerprint, benchmark, name, str(set_manifest)):016x}"
     docs = raw.map(expand, batched=True, remove_columns=raw.column_names, new_fingerprint=fingerprint)
-    return docs.cast_column(task.image_field, datasets.Image())
+    return docs.cast_column(task.image_field, [datasets.Image()] if task.image_list else datasets.Image())
 
 
 def scored_set_manifest(benchmark: str) -> str | None:
@@ -108,7 +108,7 @@ def text_only_visual(benchmark: str, builtin_visual: str) -> Callable[[dict], li
     module, name = builtin_visual.rsplit(".", 1)
 
     def doc_to_visual(doc: dict) -> list:
-        if doc[image_field] is None:
+        if doc[image_field] is None or doc[image_field] == []:
             return []
         return getattr(importlib.import_module(module), name)(doc)
 
@@ -145,7 +145,7 @@ def detector_versions(benchmark: str, detector: str, row: dict, rotate_all: bool
             variant=variant,
             gold=gold_letter(order, gold),
             image=row["original_image"],
-            question=reorder_question(benchmark, row["item_id"], row["question"], options, order),
+            shown=shown_in_order(benchmark, row["item_id"], row["question"], options, order),
         )  # fmt: skip
         for variant, order in orders.items()
     ]

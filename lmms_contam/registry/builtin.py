@@ -34,6 +34,8 @@ class BuiltinTask:
     scorer: BuiltinScorer
     image_field: str
     shape_doc: Callable[[dict, str, str], dict]  # (row, answer, image field) -> built-in-shaped fields
+    image_list: bool = False  # the image field holds a list of images
+    stratified: bool = False  # its accuracies are macro averages over l2_category (MMStar's are)
 
     def to_doc(self, row: dict, variant: str) -> dict[str, Any]:
         """One document for one version of an item; ids are carried so sample logs can be joined."""
@@ -47,11 +49,11 @@ class BuiltinTask:
             image=row["image"] if perturbed else row["original_image"],
         )
 
-    def doc(self, row: dict, *, variant: str, gold: str, image: Any, question: str | None = None) -> dict[str, Any]:
-        """A document showing `image` and `question` (default: the row's) with `gold` as the answer."""
-        shown = row if question is None else {**row, "question": question}
-        doc = self.shape_doc(shown, gold, self.image_field)
-        doc[self.image_field] = image
+    def doc(self, row: dict, *, variant: str, gold: str, image: Any, shown: dict | None = None) -> dict[str, Any]:
+        """A document showing `image` (none: None) and the row, with `shown`'s fields (a question and options in
+        another order) in place of the row's, and `gold` as the answer."""
+        doc = self.shape_doc({**row, **(shown or {})}, gold, self.image_field)
+        doc[self.image_field] = ([] if image is None else [image]) if self.image_list else image
         doc.update(
             contam_item_id=row["item_id"],
             contam_original_id=row["original_id"],
@@ -60,7 +62,7 @@ class BuiltinTask:
             contam_gold=gold,
             contam_original_answer=row["original_answer"],
             contam_n_options=len(row["options"]),
-            contam_stratum=row.get("l2_category") or "",
+            contam_stratum=row["l2_category"] if self.stratified else "",
             contam_group=row.get("group_id") or "",
             contam_slot=row.get("group_slot") or "",
         )
@@ -88,6 +90,26 @@ def naturalbench_doc(row: dict, answer: str, _image_field: str) -> dict:
         "Question_Type": row["question_type"],
         "Answer": answer,
     }
+
+
+def seedbench_doc(row: dict, answer: str, _image_field: str) -> dict:
+    choices = dict(zip(("choice_a", "choice_b", "choice_c", "choice_d"), row["options"], strict=True))
+    return {"question_id": row["original_id"], "question": row["question"], **choices, "answer": answer,
+            "data_type": "image"}  # fmt: skip
+
+
+MMBENCH_LETTERS = "ABCD"
+
+
+def mmbench_doc(row: dict, answer: str, _image_field: str) -> dict:
+    """The hint is already the head of the question (the parser joins them as the built-in prompt does); options
+    it lacks are "nan", as in the hub's rows."""
+    if len(row["options"]) > len(MMBENCH_LETTERS):
+        raise ValueError(f"MMBench item {row['original_id']} has {len(row['options'])} options; its rows hold 4")
+    options = dict(zip(MMBENCH_LETTERS, row["options"], strict=False))
+    return {"index": int(row["original_id"]), "question": row["question"], "hint": "nan",
+            **{letter: options.get(letter, "nan") for letter in MMBENCH_LETTERS}, "answer": answer,
+            "category": row["category"], "L2-category": row["l2_category"], "source": "", "split": "dev"}  # fmt: skip
 
 
 def naturalbench_gold_value(answer: str) -> int:

@@ -18,6 +18,7 @@ from lmms_contam.registry.parsers import Parser, column, column_or_position
 
 INLINE = "inline"  # MMStar: "...\nOptions: A: x, B: y, C: z, D: w"
 LINES = "lines"  # RealWorldQA: one "A. x" line per option
+COLUMNS = "columns"  # SEED-Bench, MMBench: each option a field of the document, the question lists none
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,8 @@ class BenchmarkSpec:
     doc_to_target: str | None = None  # where the built-in names a column its dataset does not have
     scored_by_group: bool = False  # its built-in aggregations need every row in order (harness.scoring.GROUP_METRICS)
     image_field: str = "image"  # the built-in task's image column
+    image_list: bool = False  # the column holds a list of images (SEED-Bench's frames; one for image items)
+    stratified: bool = False  # the built-in's accuracy is a macro average over l2_category, so the paired ones are
     source: Source | None = None  # where lmms-eval loads it: scan, judge, `*_scanned` and perturb's originals
     parser: Parser | None = None  # a row of `source` as an Item
     columns: BenchmarkColumns | None = None  # its perturbed sets: the perturbation tasks
@@ -68,7 +71,7 @@ class BenchmarkSpec:
     def task(self) -> BuiltinTask:
         if self.shape_doc is None:
             raise ValueError(f"{self.name} has no document shape: its perturbed sets cannot be scored")
-        return BuiltinTask(self.name, self.scorer, self.image_field, self.shape_doc)
+        return BuiltinTask(self.name, self.scorer, self.image_field, self.shape_doc, self.image_list, self.stratified)
 
 
 MMSTAR_SCORER = BuiltinScorer("lmms_eval.tasks.mmstar.utils", "mmstar_process_results",
@@ -81,7 +84,7 @@ SPECS: dict[str, BenchmarkSpec] = {
         BenchmarkSpec(
             "mmstar", "MMStar", "mmstar/mmstar.yaml", MMSTAR_SCORER,
             source=Source("Lin-Chen/MMStar", None, "val"), parser=Parser(column("index"), parsers.parse_mmstar),
-            columns=MMSTAR_COLUMNS, shape_doc=builtin.mmstar_doc, option_layout=INLINE, released=True,
+            columns=MMSTAR_COLUMNS, shape_doc=builtin.mmstar_doc, option_layout=INLINE, stratified=True, released=True,
         ),
         BenchmarkSpec(
             "realworldqa", "RealWorldQA", "realworldqa/realworldqa.yaml",
@@ -105,12 +108,14 @@ SPECS: dict[str, BenchmarkSpec] = {
         ),
         # The controlled experiment's procedural benchmark (lmms_contam.synthetic): MMStar's layout and scoring.
         BenchmarkSpec("synthetic", "synthetic", None, MMSTAR_SCORER, own_task_yaml="synthetic/lmms_eval_task.yaml",
-                      columns=MMSTAR_COLUMNS, shape_doc=builtin.mmstar_doc, option_layout=INLINE),
+                      columns=MMSTAR_COLUMNS, shape_doc=builtin.mmstar_doc, option_layout=INLINE, stratified=True),
         BenchmarkSpec(
             "seedbench", "SEED-Bench", "seedbench/seedbench.yaml",
             BuiltinScorer("lmms_eval.tasks.seedbench.utils", "seed_process_result", builtin.seedbench_correct),
-            source=Source("lmms-lab-encoder/SEED-Bench", None, "test"),
+            image_list=True, source=Source("lmms-lab-encoder/SEED-Bench", None, "test"),
             parser=Parser(column("question_id"), parsers.parse_seedbench),
+            columns=BenchmarkColumns(extra=(), answer_style="letter"), shape_doc=builtin.seedbench_doc,
+            option_layout=COLUMNS,
         ),
         BenchmarkSpec(
             "mmbench", "MMBench", "mmbench/mmbench_en_dev_static.yaml",
@@ -118,6 +123,8 @@ SPECS: dict[str, BenchmarkSpec] = {
             source=Source("lmms-lab-encoder/MMBench", "en", "dev"),
             parser=Parser(column("index"), parsers.parse_mmbench,
                           lambda i: str(int(i) % parsers.MMBENCH_COPY_OFFSET)),
+            columns=BenchmarkColumns(extra=("category", "l2_category"), answer_style="letter"),
+            shape_doc=builtin.mmbench_doc, option_layout=COLUMNS,
         ),
         BenchmarkSpec(
             "mme", "MME", "mme/mme.yaml",
