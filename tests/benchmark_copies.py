@@ -101,8 +101,18 @@ def _mme(photos: list[bytes]) -> list[dict]:
     return rows
 
 
+def _scienceqa(photos: list[bytes]) -> list[dict]:
+    # Options in `choices`, the answer an index into them; a context hint on every third item.
+    return [{"question": f"Which object is in photo {i}?", "choices": [f"a{i}", f"b{i}", f"c{i}", f"d{i}"],
+             "answer": LETTERS.index(gold_letter(i)), "hint": "" if i % 3 else f"Photo {i} was taken outdoors.",
+             "task": "closed choice", "grade": "grade4", "subject": "natural science",
+             "topic": "science-and-engineering-practices",
+             "category": "Designing experiments", "skill": "Identify questions", "lecture": "", "solution": "",
+             "image": _image(photos, i)} for i in range(N_ITEMS)]  # fmt: skip
+
+
 BUILDERS = {"mmstar": _mmstar, "realworldqa": _realworldqa, "naturalbench": _naturalbench, "seedbench": _seedbench,
-            "mmbench": _mmbench, "mme": _mme}  # fmt: skip
+            "mmbench": _mmbench, "mme": _mme, "scienceqa": _scienceqa}  # fmt: skip
 IMAGE_FIELD = {"naturalbench": "Image"}
 
 

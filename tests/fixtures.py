@@ -189,6 +189,31 @@ def mmbench_rows(photos: list[bytes], n: int = 12) -> list[dict]:
     return rows
 
 
+def scienceqa_rows(photos: list[bytes], n: int = 12) -> list[dict]:
+    """ScienceQA's image items: the options are `choices`, a context hint (empty on most items) its own field."""
+    rows = []
+    for i in range(n):
+        letters = option_letters(3)
+        original = letters[_pick("scienceqa", str(i)) % 3]
+        rows.append(
+            {
+                "item_id": f"scienceqa-{i}",
+                "original_id": str(i),
+                "benchmark": "scienceqa",
+                "question": f"Which material is the object in photo {i} made of?",
+                "options": [f"material {i}-{k}" for k in range(3)],
+                "original_answer": original,
+                "new_answer": _swap(original, letters, "scienceqa", str(i)),
+                "original_image": {"bytes": photos[(i + 1) % len(photos)]},
+                "image": {"bytes": photos[(i + 8) % len(photos)]},
+                "hint": "" if i % 4 else f"The object in photo {i} is in a kitchen.",
+                "provenance": _provenance("scienceqa"),
+                "schema_version": SCHEMA_VERSION,
+            }
+        )
+    return rows
+
+
 NATURALBENCH_GOLD = {"q0_i0": 0, "q0_i1": 1, "q1_i0": 1, "q1_i1": 0}  # index into options: Yes/A first
 
 
@@ -228,7 +253,7 @@ def write_fixture_sets(folder: Path) -> dict[str, Path]:
     """One parquet file per benchmark; returns {benchmark: path}."""
     photos = real_photos()
     builders = {"mmstar": mmstar_rows, "realworldqa": realworldqa_rows, "naturalbench": naturalbench_rows,
-                "seedbench": seedbench_rows, "mmbench": mmbench_rows}  # fmt: skip
+                "seedbench": seedbench_rows, "mmbench": mmbench_rows, "scienceqa": scienceqa_rows}  # fmt: skip
     sets = {name: write_parquet(build(photos), name, folder / f"{name}.parquet") for name, build in builders.items()}
     # MMStar's has a manifest beside it, as every set lmms-contam writes does: its hash names the set in records
     (folder / "mmstar.manifest.json").write_text(json.dumps({"source": "tests/fixtures.py"}) + "\n")
@@ -256,6 +281,9 @@ def hub_row(benchmark: str, row: dict, variant: str) -> dict:
                 "question": row["question"].removeprefix(f"{hint} "), "answer": answer,
                 **dict(zip("ABCD", [*row["options"], "nan"], strict=True)), "category": row["category"],
                 "L2-category": row["l2_category"], "source": "test", "split": "dev", "image": image}  # fmt: skip
+    if benchmark == "scienceqa":
+        return {"question": row["question"], "choices": row["options"], "hint": row["hint"],
+                "answer": option_letters(len(row["options"])).index(answer), "image": image}  # fmt: skip
     raise ValueError(f"no hub layout for {benchmark} in the fixtures")
 
 

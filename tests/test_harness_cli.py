@@ -20,6 +20,7 @@ from fixtures import (
     naturalbench_rows,
     real_photos,
     realworldqa_rows,
+    scienceqa_rows,
     seedbench_rows,
     write_hub_copy,
 )
@@ -31,7 +32,7 @@ from lmms_contam.schema import features_for
 
 pytestmark = pytest.mark.slow
 
-BENCHMARKS = ("mmstar", "realworldqa", "naturalbench", "seedbench", "mmbench")
+BENCHMARKS = ("mmstar", "realworldqa", "naturalbench", "seedbench", "mmbench", "scienceqa")
 ALL_TASKS = [f"{b}_{v}" for b in BENCHMARKS for v in ("original", "perturbed", "contam")]
 BUILTIN = Path(lmms_eval.__file__).parent / "tasks"
 MMSTAR_CATEGORIES = ("coarse perception", "fine-grained perception", "instance reasoning", "logical reasoning",
@@ -43,7 +44,7 @@ def rows():
     photos = real_photos()
     return {"mmstar": mmstar_rows(photos), "realworldqa": realworldqa_rows(photos),
             "naturalbench": naturalbench_rows(photos), "seedbench": seedbench_rows(photos),
-            "mmbench": mmbench_rows(photos)}  # fmt: skip
+            "mmbench": mmbench_rows(photos), "scienceqa": scienceqa_rows(photos)}  # fmt: skip
 
 
 def macro(values: list[int], strata: list[str]) -> float:
@@ -79,7 +80,7 @@ def check_all_metrics(run, rows, respond) -> None:
                     keep = [k for k, r in enumerate(bench_rows) if r["category"] == category]
                     expected = macro([values[k] for k in keep], [strata[k] for k in keep])
                     assert metric(run, task, category) == pytest.approx(expected), (task, category)
-            elif benchmark == "realworldqa":
+            elif benchmark in ("realworldqa", "scienceqa"):
                 assert metric(run, task, "exact_match") == pytest.approx(sum(values) / len(values))
             elif benchmark == "seedbench":  # image items only: both of its scores are their accuracy
                 for name in ("seed_image", "seed_all"):
@@ -142,9 +143,9 @@ def test_oracle_holds_and_memoriser_drops(with_sets, rows, tmp_path):
 
 
 # The split of each built-in task, and its metrics.
-BUILTIN_SPLIT = {"mmstar": "val", "seedbench": "test", "mmbench": "dev"}
+BUILTIN_SPLIT = {"mmstar": "val", "seedbench": "test", "mmbench": "dev", "scienceqa": "test"}
 BUILTIN_METRICS = {"mmstar": (*MMSTAR_CATEGORIES, "average"), "seedbench": ("seed_image", "seed_all"),
-                   "mmbench": ("gpt_eval_score",)}  # fmt: skip
+                   "mmbench": ("gpt_eval_score",), "scienceqa": ("exact_match",)}  # fmt: skip
 
 
 def test_perturbed_tasks_score_as_the_builtin_tasks(with_sets, rows, tmp_path):

@@ -45,6 +45,10 @@ def test_benchmark_specific_fields(copies):
     assert [i.answer for i in mme[:2]] == ["Yes", "No"]
     seed = next(iter(loaders.items("seedbench", loaders.load_rows("seedbench", str(copies["seedbench"])))))
     assert seed.options == ("a0", "b0", "c0", "d0") and seed.original_id == "q0"
+    sqa = list(loaders.items("scienceqa", loaders.load_rows("scienceqa", str(copies["scienceqa"]))))
+    assert sqa[0].options == ("a0", "b0", "c0", "d0") and sqa[0].answer == "D"  # index 3 in the hub's row
+    assert sqa[0].question == "Which object is in photo 0?" and sqa[0].original_id == "0"  # numbered by position
+    assert sqa[0].extra == {"hint": "Photo 0 was taken outdoors."} and sqa[1].extra == {"hint": ""}
 
 
 def test_mmbench_leaves_out_missing_options():

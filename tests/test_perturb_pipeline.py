@@ -14,7 +14,7 @@ from pathlib import Path
 import datasets
 import pytest
 import yaml
-from fixtures import mmbench_rows, mmstar_rows, real_photos, seedbench_rows, write_hub_copy
+from fixtures import mmbench_rows, mmstar_rows, real_photos, scienceqa_rows, seedbench_rows, write_hub_copy
 from loopback import LoopbackServer, completion
 from loopback_hub import LoopbackHub
 from tiny_flux import build_tiny_flux_controlnet, install_in_hub_cache
@@ -137,7 +137,7 @@ def test_pipeline_builds_a_set_the_tasks_load_and_a_rerun_repeats_nothing(origin
     assert json.loads((out / "data.manifest.json").read_text())["hub"]["commit"] in pushed.stdout
 
 
-FIELD_OPTIONS = {"seedbench": seedbench_rows, "mmbench": mmbench_rows}  # options as fields of the row
+FIELD_OPTIONS = {"seedbench": seedbench_rows, "mmbench": mmbench_rows, "scienceqa": scienceqa_rows}  # options: fields
 
 
 @pytest.mark.parametrize("benchmark", FIELD_OPTIONS)

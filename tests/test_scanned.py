@@ -172,7 +172,7 @@ def test_the_oracle_shows_no_gap(with_scans, tmp_path):
     assert metric(done, "mmstar_scanned_local", "image_text_gap") == 0.0
 
 
-@pytest.mark.parametrize("response,benchmarks", [("A", ["mmstar", "realworldqa", "seedbench", "mmbench"]),
+@pytest.mark.parametrize("response,benchmarks", [("A", ["mmstar", "realworldqa", "seedbench", "mmbench", "scienceqa"]),
                                                  ("Yes", ["mme"])])  # fmt: skip
 def test_scores_equal_the_builtin_tasks_on_the_same_items(with_scans, tmp_path, response, benchmarks):
     tasks = [f"{b}_{kind}_local" for b in benchmarks for kind in ("builtin", "scanned")]

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from lmms_contam.letters import option_letters
+
 VARIANTS = ("original", "perturbed")  # the two versions of an item in a perturbed set
 ORIGINAL, PERTURBED = VARIANTS
 CONTAM = "contam"  # both versions, paired: the *_contam tasks
@@ -110,6 +112,12 @@ def mmbench_doc(row: dict, answer: str, _image_field: str) -> dict:
     return {"index": int(row["original_id"]), "question": row["question"], "hint": "nan",
             **{letter: options.get(letter, "nan") for letter in MMBENCH_LETTERS}, "answer": answer,
             "category": row["category"], "L2-category": row["l2_category"], "source": "", "split": "dev"}  # fmt: skip
+
+
+def scienceqa_doc(row: dict, answer: str, _image_field: str) -> dict:
+    """The built-in reads the answer as an index into `choices`."""
+    return {"hint": row["hint"], "question": row["question"], "choices": list(row["options"]),
+            "answer": option_letters(len(row["options"])).index(answer)}  # fmt: skip
 
 
 def naturalbench_gold_value(answer: str) -> int:

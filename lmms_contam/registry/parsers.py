@@ -100,6 +100,16 @@ def parse_mmbench(row: dict, original_id: str) -> Item | Skipped:
                 {"category": row["category"], "l2_category": row["L2-category"]})  # fmt: skip
 
 
+def parse_scienceqa(row: dict, original_id: str) -> Item | Skipped:
+    """The question without its context: the hint stays a field of its own, as the built-in prompt shows it
+    ("Context: <hint>" on a line above the question)."""
+    if row["image"] is None:
+        return Skipped("scienceqa", original_id, "no image")
+    options = tuple(str(choice) for choice in row["choices"])
+    answer = option_letters(len(options))[int(row["answer"])]
+    return Item("scienceqa", original_id, row["question"], options, answer, row["image"], {"hint": row["hint"] or ""})
+
+
 def parse_mme(row: dict, original_id: str) -> Item:
     return Item("mme", original_id, row["question"], ("Yes", "No"), row["answer"].strip().rstrip("."), row["image"],
                 {"category": row["category"]})  # fmt: skip

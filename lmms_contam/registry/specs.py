@@ -18,7 +18,7 @@ from lmms_contam.registry.parsers import Parser, column, column_or_position
 
 INLINE = "inline"  # MMStar: "...\nOptions: A: x, B: y, C: z, D: w"
 LINES = "lines"  # RealWorldQA: one "A. x" line per option
-COLUMNS = "columns"  # SEED-Bench, MMBench: each option a field of the document, the question lists none
+COLUMNS = "columns"  # SEED-Bench, MMBench, ScienceQA: the options are fields of the document, not in the question
 
 
 @dataclass(frozen=True)
@@ -132,6 +132,15 @@ SPECS: dict[str, BenchmarkSpec] = {
                           lambda _doc, out: int(next(iter(out.values()))["score"])),
             source=Source("lmms-lab-encoder/MME", None, "test"),
             parser=Parser(lambda rows: parsers.occurrence_ids(rows["question_id"]), parsers.parse_mme),
+        ),
+        BenchmarkSpec(
+            "scienceqa", "ScienceQA-IMG", "scienceqa/scienceqa_img.yaml",
+            BuiltinScorer("lmms_eval.tasks.scienceqa.utils", "sqa_process_results",
+                          lambda _doc, out: int(out["exact_match"])),
+            source=Source("lmms-lab-encoder/ScienceQA", "ScienceQA-IMG", "test"),
+            parser=Parser(column_or_position("index"), parsers.parse_scienceqa),
+            columns=BenchmarkColumns(extra=("hint",), answer_style="letter"), shape_doc=builtin.scienceqa_doc,
+            option_layout=COLUMNS,
         ),
     )
 }  # fmt: skip
