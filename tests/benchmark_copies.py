@@ -111,8 +111,15 @@ def _scienceqa(photos: list[bytes]) -> list[dict]:
              "image": _image(photos, i)} for i in range(N_ITEMS)]  # fmt: skip
 
 
+def _ai2d(photos: list[bytes]) -> list[dict]:
+    # Options in `options`, the answer an index into them, written as text.
+    return [{"question": f"Which label points at photo {i}?", "options": [f"a{i}", f"b{i}", f"c{i}", f"d{i}"],
+             "answer": str(LETTERS.index(gold_letter(i))), "image": _image(photos, i)}
+            for i in range(N_ITEMS)]  # fmt: skip
+
+
 BUILDERS = {"mmstar": _mmstar, "realworldqa": _realworldqa, "naturalbench": _naturalbench, "seedbench": _seedbench,
-            "mmbench": _mmbench, "mme": _mme, "scienceqa": _scienceqa}  # fmt: skip
+            "mmbench": _mmbench, "mme": _mme, "scienceqa": _scienceqa, "ai2d": _ai2d}  # fmt: skip
 IMAGE_FIELD = {"naturalbench": "Image"}
 
 

@@ -214,6 +214,30 @@ def scienceqa_rows(photos: list[bytes], n: int = 12) -> list[dict]:
     return rows
 
 
+def ai2d_rows(photos: list[bytes], n: int = 12) -> list[dict]:
+    """AI2D's diagram questions: the options a field of the document, the answer an index into them."""
+    rows = []
+    for i in range(n):
+        letters = option_letters(4)
+        original = letters[_pick("ai2d", str(i)) % 4]
+        rows.append(
+            {
+                "item_id": f"ai2d-{i}",
+                "original_id": str(i),
+                "benchmark": "ai2d",
+                "question": f"Which part of the diagram in photo {i} is labelled?",
+                "options": [f"part {i}-{k}" for k in range(4)],
+                "original_answer": original,
+                "new_answer": _swap(original, letters, "ai2d", str(i)),
+                "original_image": {"bytes": photos[(i + 10) % len(photos)]},
+                "image": {"bytes": photos[(i + 2) % len(photos)]},
+                "provenance": _provenance("ai2d"),
+                "schema_version": SCHEMA_VERSION,
+            }
+        )
+    return rows
+
+
 NATURALBENCH_GOLD = {"q0_i0": 0, "q0_i1": 1, "q1_i0": 1, "q1_i1": 0}  # index into options: Yes/A first
 
 
@@ -249,12 +273,16 @@ def naturalbench_rows(photos: list[bytes], groups: int = 3) -> list[dict]:
     return rows
 
 
+# The fixture items of every benchmark with a perturbed set built from the hub.
+ROWS = {"mmstar": mmstar_rows, "realworldqa": realworldqa_rows, "naturalbench": naturalbench_rows,
+        "seedbench": seedbench_rows, "mmbench": mmbench_rows, "scienceqa": scienceqa_rows,
+        "ai2d": ai2d_rows}  # fmt: skip
+
+
 def write_fixture_sets(folder: Path) -> dict[str, Path]:
     """One parquet file per benchmark; returns {benchmark: path}."""
     photos = real_photos()
-    builders = {"mmstar": mmstar_rows, "realworldqa": realworldqa_rows, "naturalbench": naturalbench_rows,
-                "seedbench": seedbench_rows, "mmbench": mmbench_rows, "scienceqa": scienceqa_rows}  # fmt: skip
-    sets = {name: write_parquet(build(photos), name, folder / f"{name}.parquet") for name, build in builders.items()}
+    sets = {name: write_parquet(build(photos), name, folder / f"{name}.parquet") for name, build in ROWS.items()}
     # MMStar's has a manifest beside it, as every set lmms-contam writes does: its hash names the set in records
     (folder / "mmstar.manifest.json").write_text(json.dumps({"source": "tests/fixtures.py"}) + "\n")
     # The controlled experiment's benchmark is procedural: its own builder writes the fixture.
@@ -284,6 +312,9 @@ def hub_row(benchmark: str, row: dict, variant: str) -> dict:
     if benchmark == "scienceqa":
         return {"question": row["question"], "choices": row["options"], "hint": row["hint"],
                 "answer": option_letters(len(row["options"])).index(answer), "image": image}  # fmt: skip
+    if benchmark == "ai2d":
+        return {"question": row["question"], "options": row["options"],
+                "answer": str(option_letters(len(row["options"])).index(answer)), "image": image}  # fmt: skip
     raise ValueError(f"no hub layout for {benchmark} in the fixtures")
 
 

@@ -49,6 +49,8 @@ def test_benchmark_specific_fields(copies):
     assert sqa[0].options == ("a0", "b0", "c0", "d0") and sqa[0].answer == "D"  # index 3 in the hub's row
     assert sqa[0].question == "Which object is in photo 0?" and sqa[0].original_id == "0"  # numbered by position
     assert sqa[0].extra == {"hint": "Photo 0 was taken outdoors."} and sqa[1].extra == {"hint": ""}
+    ai2d = next(iter(loaders.items("ai2d", loaders.load_rows("ai2d", str(copies["ai2d"])))))
+    assert (ai2d.options, ai2d.answer, ai2d.original_id) == (("a0", "b0", "c0", "d0"), "D", "0")  # answer "3"
 
 
 def test_mmbench_leaves_out_missing_options():

@@ -14,7 +14,7 @@ from pathlib import Path
 import datasets
 import pytest
 import yaml
-from fixtures import mmbench_rows, mmstar_rows, real_photos, scienceqa_rows, seedbench_rows, write_hub_copy
+from fixtures import ROWS, mmstar_rows, real_photos, write_hub_copy
 from loopback import LoopbackServer, completion
 from loopback_hub import LoopbackHub
 from tiny_flux import build_tiny_flux_controlnet, install_in_hub_cache
@@ -137,14 +137,14 @@ def test_pipeline_builds_a_set_the_tasks_load_and_a_rerun_repeats_nothing(origin
     assert json.loads((out / "data.manifest.json").read_text())["hub"]["commit"] in pushed.stdout
 
 
-FIELD_OPTIONS = {"seedbench": seedbench_rows, "mmbench": mmbench_rows, "scienceqa": scienceqa_rows}  # options: fields
+FIELD_OPTIONS = ("seedbench", "mmbench", "scienceqa", "ai2d")  # options are fields of the row: one perturb run each
 
 
 @pytest.mark.parametrize("benchmark", FIELD_OPTIONS)
 def test_a_benchmark_whose_options_are_fields_gets_a_valid_set(benchmark, flux, tmp_path):
     """From a local copy in the hub's layout (SEED-Bench: a list of images per row; MMBench: a hint joined to
     the question, a missing option "nan")."""
-    rows = FIELD_OPTIONS[benchmark](real_photos())
+    rows = ROWS[benchmark](real_photos())
     parquet = write_hub_copy(benchmark, rows, "original", tmp_path / f"{benchmark}.parquet")
     expected = {r["question"]: swap_answer(Item(benchmark, r["original_id"], r["question"], tuple(r["options"]),
                                                 r["original_answer"], None)) for r in rows}  # fmt: skip

@@ -33,8 +33,8 @@ SCANNED = "scanned"
 PAIRED_GROUP = "contam_paired"
 METADATA = [{"version": 1.0}]  # the report reads tasks of this version
 # Blocks every task takes from its built-in task as they are; the plugin supplies the rest.
-PROMPT_KEYS = ("output_type", "doc_to_visual", "doc_to_text", "doc_to_target", "generation_kwargs",
-               "lmms_eval_specific_kwargs", "model_specific_generation_kwargs")  # fmt: skip
+PROMPT_KEYS = ("output_type", "doc_to_visual", "doc_to_text", "doc_to_target", "model_specific_target_kwargs",
+               "generation_kwargs", "lmms_eval_specific_kwargs", "model_specific_generation_kwargs")  # fmt: skip
 HUB_KEYS = ("dataset_path", "dataset_name", "dataset_kwargs", "test_split")  # the *_scanned tasks'
 REPLACED_KEYS = ("task", "tag", "group", "process_results", "metric_list", "metadata")
 ABOUT = {
@@ -150,7 +150,7 @@ class _Benchmark:
         self.source = (
             f"lmms-eval's {spec.lmms_eval_yaml}" if spec.lmms_eval_yaml else f"lmms_contam/{spec.own_task_yaml}"
         )
-        unknown = set(self.base) - {*PROMPT_KEYS, *HUB_KEYS, *REPLACED_KEYS}
+        unknown = set(self.base) - {*PROMPT_KEYS, *HUB_KEYS, *REPLACED_KEYS, *spec.applied_by_scorer}
         if unknown:  # a block this generator would drop silently: say so instead
             raise TaskFileError(f"{path}: the task generator does not know how to carry {sorted(unknown)}")
         self.prompt = {key: self.base[key] for key in PROMPT_KEYS if key in self.base}

@@ -145,6 +145,23 @@ mmbench_scanned_results = scanned.scanned_results("mmbench")
 mme_scanned_docs = scanned.scanned_docs("mme")
 mme_scanned_results = scanned.scanned_results("mme")
 
+# ai2d
+ai2d_original_docs = docs.task_docs("ai2d", "original")
+ai2d_original_results = scoring.task_results("ai2d", "original")
+ai2d_perturbed_docs = docs.task_docs("ai2d", "perturbed")
+ai2d_perturbed_results = scoring.task_results("ai2d", "perturbed")
+ai2d_contam_docs = docs.task_docs("ai2d", "contam")
+ai2d_contam_results = scoring.task_results("ai2d", "contam")
+ai2d_circular_docs = docs.task_docs("ai2d", "circular")
+ai2d_circular_results = scoring.task_results("ai2d", "circular")
+ai2d_option_shuffle_docs = docs.task_docs("ai2d", "option_shuffle")
+ai2d_option_shuffle_results = scoring.task_results("ai2d", "option_shuffle")
+ai2d_text_only_docs = docs.task_docs("ai2d", "text_only")
+ai2d_text_only_results = scoring.task_results("ai2d", "text_only")
+ai2d_text_only_visual = docs.text_only_visual("ai2d", "lmms_eval.tasks.ai2d.utils.ai2d_doc_to_visual")
+ai2d_scanned_docs = scanned.scanned_docs("ai2d")
+ai2d_scanned_results = scanned.scanned_results("ai2d")
+
 # scienceqa
 scienceqa_original_docs = docs.task_docs("scienceqa", "original")
 scienceqa_original_results = scoring.task_results("scienceqa", "original")

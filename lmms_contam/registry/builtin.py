@@ -120,6 +120,24 @@ def scienceqa_doc(row: dict, answer: str, _image_field: str) -> dict:
             "answer": option_letters(len(row["options"])).index(answer)}  # fmt: skip
 
 
+def ai2d_doc(row: dict, answer: str, _image_field: str) -> dict:
+    """The built-in reads the answer as an index into `options`, written as text in the hub's rows."""
+    return {"question": row["question"], "options": list(row["options"]),
+            "answer": str(option_letters(len(row["options"])).index(answer))}  # fmt: skip
+
+
+def ai2d_process_results(doc: dict, results: list) -> dict:
+    """What lmms-eval computes for its ai2d task, which has no process_results: the task's filter (a leading
+    "X." becomes X), then exact match against the letter target, ignoring case and punctuation."""
+    from lmms_eval.api.metrics import exact_match_hf_evaluate
+    from lmms_eval.tasks.ai2d.utils import MultiChoiceRegexFilter, ai2d_doc_to_target
+
+    (filtered,) = MultiChoiceRegexFilter().apply([[results[0]]], [doc])
+    target = ai2d_doc_to_target(doc, "mcq")
+    matched = exact_match_hf_evaluate([target], [filtered], ignore_case=True, ignore_punctuation=True)
+    return {"exact_match": float(matched["exact_match"])}
+
+
 def naturalbench_gold_value(answer: str) -> int:
     """The built-in extractor maps Yes/A to 1 and No/B to 0; gold answers map the same way."""
     normalized = answer.strip().lower()

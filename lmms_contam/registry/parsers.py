@@ -100,6 +100,12 @@ def parse_mmbench(row: dict, original_id: str) -> Item | Skipped:
                 {"category": row["category"], "l2_category": row["L2-category"]})  # fmt: skip
 
 
+def parse_ai2d(row: dict, original_id: str) -> Item:
+    options = tuple(str(option) for option in row["options"])
+    answer = option_letters(len(options))[int(row["answer"])]
+    return Item("ai2d", original_id, row["question"], options, answer, row["image"])
+
+
 def parse_scienceqa(row: dict, original_id: str) -> Item | Skipped:
     """The question without its context: the hint stays a field of its own, as the built-in prompt shows it
     ("Context: <hint>" on a line above the question)."""

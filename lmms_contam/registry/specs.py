@@ -18,7 +18,7 @@ from lmms_contam.registry.parsers import Parser, column, column_or_position
 
 INLINE = "inline"  # MMStar: "...\nOptions: A: x, B: y, C: z, D: w"
 LINES = "lines"  # RealWorldQA: one "A. x" line per option
-COLUMNS = "columns"  # SEED-Bench, MMBench, ScienceQA: the options are fields of the document, not in the question
+COLUMNS = "columns"  # SEED-Bench, MMBench, ScienceQA, AI2D: the options are fields of the document
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,7 @@ class BenchmarkSpec:
     own_task_yaml: str | None = None  # in lmms-eval's format, under lmms_contam/: a benchmark lmms-eval lacks
     doc_to_target: str | None = None  # where the built-in names a column its dataset does not have
     scored_by_group: bool = False  # its built-in aggregations need every row in order (harness.scoring.GROUP_METRICS)
+    applied_by_scorer: tuple[str, ...] = ()  # blocks of the built-in task its scorer applies itself, so not carried
     image_field: str = "image"  # the built-in task's image column
     image_list: bool = False  # the column holds a list of images (SEED-Bench's frames; one for image items)
     stratified: bool = False  # the built-in's accuracy is a macro average over l2_category, so the paired ones are
@@ -132,6 +133,17 @@ SPECS: dict[str, BenchmarkSpec] = {
                           lambda _doc, out: int(next(iter(out.values()))["score"])),
             source=Source("lmms-lab-encoder/MME", None, "test"),
             parser=Parser(lambda rows: parsers.occurrence_ids(rows["question_id"]), parsers.parse_mme),
+        ),
+        # lmms-eval's ai2d scores through a filter and its generic exact match; the scorer does both, so the
+        # plugin's tasks report `exact_match,none` (the built-in: `exact_match,flexible-extract`).
+        BenchmarkSpec(
+            "ai2d", "AI2D", "ai2d/ai2d.yaml",
+            BuiltinScorer("lmms_contam.registry.builtin", "ai2d_process_results",
+                          lambda _doc, out: int(out["exact_match"])),
+            applied_by_scorer=("filter_list",), source=Source("lmms-lab-encoder/ai2d", None, "test"),
+            parser=Parser(column_or_position("index"), parsers.parse_ai2d),
+            columns=BenchmarkColumns(extra=(), answer_style="letter"), shape_doc=builtin.ai2d_doc,
+            option_layout=COLUMNS,
         ),
         BenchmarkSpec(
             "scienceqa", "ScienceQA-IMG", "scienceqa/scienceqa_img.yaml",
