@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -128,28 +129,37 @@ def realworldqa_rows(photos: list[bytes], n: int = 12) -> list[dict]:
     return rows
 
 
-def seedbench_rows(photos: list[bytes], n: int = 12) -> list[dict]:
-    """SEED-Bench's image items: four options as fields of the document, none listed in the question."""
+def _lettered_rows(benchmark: str, photos: list[bytes], n_options: int, question: Callable[[int], str],
+                   shift: tuple[int, int], first_id: int = 0, n: int = 12,
+                   extra: Callable[[int], dict] = lambda _i: {}) -> list[dict]:  # fmt: skip
+    """Items whose options are fields of the row ("<benchmark> option <i>-<k>"), lettered answers swapped by a
+    hash of the item; the original and edited images are photos i + shift[0] and i + shift[1]."""
     rows = []
+    letters = option_letters(n_options)
     for i in range(n):
-        letters = option_letters(4)
-        original = letters[_pick("seedbench", str(i)) % 4]
+        original = letters[_pick(benchmark, str(i)) % n_options]
         rows.append(
             {
-                "item_id": f"seedbench-{i}",
-                "original_id": f"q{i}",
-                "benchmark": "seedbench",
-                "question": f"What stands in the middle of photo {i}?",
-                "options": [f"thing {i}-{k}" for k in range(4)],
+                "item_id": f"{benchmark}-{i}",
+                "original_id": str(first_id + i),
+                "benchmark": benchmark,
+                "question": question(i),
+                "options": [f"{benchmark} option {i}-{k}" for k in range(n_options)],
                 "original_answer": original,
-                "new_answer": _swap(original, letters, "seedbench", str(i)),
-                "original_image": {"bytes": photos[(i + 3) % len(photos)]},
-                "image": {"bytes": photos[(i + 7) % len(photos)]},
-                "provenance": _provenance("seedbench"),
+                "new_answer": _swap(original, letters, benchmark, str(i)),
+                "original_image": {"bytes": photos[(i + shift[0]) % len(photos)]},
+                "image": {"bytes": photos[(i + shift[1]) % len(photos)]},
+                **extra(i),
+                "provenance": _provenance(benchmark),
                 "schema_version": SCHEMA_VERSION,
             }
         )
     return rows
+
+
+def seedbench_rows(photos: list[bytes]) -> list[dict]:
+    """SEED-Bench's image items: four options as fields of the document, none listed in the question."""
+    return _lettered_rows("seedbench", photos, 4, lambda i: f"What stands in the middle of photo {i}?", (3, 7))
 
 
 MMBENCH_FIRST_ID = 40
@@ -161,81 +171,33 @@ def mmbench_hint(original_id: str) -> str | None:
     return f"Hint {i}: look at the sky." if i % 3 == 0 else None
 
 
-def mmbench_rows(photos: list[bytes], n: int = 12) -> list[dict]:
-    """MMBench's items: options as fields of the document (three here, the fourth "nan"), the hint joined to
-    the head of the question where there is one, as the importer does."""
-    rows = []
-    for i in range(n):
-        letters = option_letters(3)
-        original = letters[_pick("mmbench", str(i)) % 3]
+def mmbench_rows(photos: list[bytes]) -> list[dict]:
+    """MMBench's items: three options as fields (the fourth "nan" in the hub's rows), the hint joined to the head
+    of the question where there is one, as the parser does."""
+
+    def question(i: int) -> str:
         hint = mmbench_hint(str(MMBENCH_FIRST_ID + i))
-        rows.append(
-            {
-                "item_id": f"mmbench-{i}",
-                "original_id": str(MMBENCH_FIRST_ID + i),
-                "benchmark": "mmbench",
-                "question": f"{hint} What colour dominates photo {i}?" if hint else f"What colour dominates photo {i}?",
-                "options": [f"colour {i}-{k}" for k in range(3)],
-                "original_answer": original,
-                "new_answer": _swap(original, letters, "mmbench", str(i)),
-                "original_image": {"bytes": photos[(i + 4) % len(photos)]},
-                "image": {"bytes": photos[(i + 6) % len(photos)]},
-                "category": "image_scene",
-                "l2_category": ("coarse_perception", "fine-grained_perception")[i % 2],
-                "provenance": _provenance("mmbench"),
-                "schema_version": SCHEMA_VERSION,
-            }
-        )
-    return rows
+        return f"{hint} What colour dominates photo {i}?" if hint else f"What colour dominates photo {i}?"
+
+    def categories(i: int) -> dict:
+        return {"category": "image_scene", "l2_category": ("coarse_perception", "fine-grained_perception")[i % 2]}
+
+    return _lettered_rows("mmbench", photos, 3, question, (4, 6), MMBENCH_FIRST_ID, extra=categories)
 
 
-def scienceqa_rows(photos: list[bytes], n: int = 12) -> list[dict]:
+def scienceqa_rows(photos: list[bytes]) -> list[dict]:
     """ScienceQA's image items: the options are `choices`, a context hint (empty on most items) its own field."""
-    rows = []
-    for i in range(n):
-        letters = option_letters(3)
-        original = letters[_pick("scienceqa", str(i)) % 3]
-        rows.append(
-            {
-                "item_id": f"scienceqa-{i}",
-                "original_id": str(i),
-                "benchmark": "scienceqa",
-                "question": f"Which material is the object in photo {i} made of?",
-                "options": [f"material {i}-{k}" for k in range(3)],
-                "original_answer": original,
-                "new_answer": _swap(original, letters, "scienceqa", str(i)),
-                "original_image": {"bytes": photos[(i + 1) % len(photos)]},
-                "image": {"bytes": photos[(i + 8) % len(photos)]},
-                "hint": "" if i % 4 else f"The object in photo {i} is in a kitchen.",
-                "provenance": _provenance("scienceqa"),
-                "schema_version": SCHEMA_VERSION,
-            }
-        )
-    return rows
+
+    def hint(i: int) -> dict:
+        return {"hint": "" if i % 4 else f"The object in photo {i} is in a kitchen."}
+
+    question = "Which material is the object in photo {} made of?".format
+    return _lettered_rows("scienceqa", photos, 3, question, (1, 8), extra=hint)
 
 
-def ai2d_rows(photos: list[bytes], n: int = 12) -> list[dict]:
+def ai2d_rows(photos: list[bytes]) -> list[dict]:
     """AI2D's diagram questions: the options a field of the document, the answer an index into them."""
-    rows = []
-    for i in range(n):
-        letters = option_letters(4)
-        original = letters[_pick("ai2d", str(i)) % 4]
-        rows.append(
-            {
-                "item_id": f"ai2d-{i}",
-                "original_id": str(i),
-                "benchmark": "ai2d",
-                "question": f"Which part of the diagram in photo {i} is labelled?",
-                "options": [f"part {i}-{k}" for k in range(4)],
-                "original_answer": original,
-                "new_answer": _swap(original, letters, "ai2d", str(i)),
-                "original_image": {"bytes": photos[(i + 10) % len(photos)]},
-                "image": {"bytes": photos[(i + 2) % len(photos)]},
-                "provenance": _provenance("ai2d"),
-                "schema_version": SCHEMA_VERSION,
-            }
-        )
-    return rows
+    return _lettered_rows("ai2d", photos, 4, lambda i: f"Which part of the diagram in photo {i} is labelled?", (10, 2))
 
 
 NATURALBENCH_GOLD = {"q0_i0": 0, "q0_i1": 1, "q1_i0": 1, "q1_i1": 0}  # index into options: Yes/A first
