@@ -235,10 +235,42 @@ def naturalbench_rows(photos: list[bytes], groups: int = 3) -> list[dict]:
     return rows
 
 
+MME_CATEGORIES = ("existence", "commonsense_reasoning")  # one perception, one cognition category
+
+
+def mme_rows(photos: list[bytes], pairs: int = 6) -> list[dict]:
+    """MME's yes/no questions, two per image (its question_id), in that order as the hub holds them; each is
+    swapped to the other answer and gets its own edited image."""
+    rows = []
+    for pair in range(pairs):
+        question_id = f"{MME_CATEGORIES[pair % 2]}/{pair:04d}.png"
+        for slot, (thing, answer) in enumerate((("dog", "Yes"), ("horse", "No"))):
+            i = 2 * pair + slot
+            rows.append(
+                {
+                    "item_id": f"mme-{i}",
+                    "original_id": f"{question_id}#{slot}",
+                    "benchmark": "mme",
+                    "question": f"Is there a {thing} in photo {pair}? Please answer yes or no.",
+                    "options": ["Yes", "No"],
+                    "original_answer": answer,
+                    "new_answer": "No" if answer == "Yes" else "Yes",
+                    "original_image": {"bytes": photos[pair % len(photos)]},
+                    "image": {"bytes": photos[(i + 5) % len(photos)]},
+                    "category": MME_CATEGORIES[pair % 2],
+                    "group_id": question_id,
+                    "group_slot": f"q{slot}",
+                    "provenance": _provenance("mme"),
+                    "schema_version": SCHEMA_VERSION,
+                }
+            )
+    return rows
+
+
 # The fixture items of every benchmark with a perturbed set built from the hub.
 ROWS = {"mmstar": mmstar_rows, "realworldqa": realworldqa_rows, "naturalbench": naturalbench_rows,
         "seedbench": seedbench_rows, "mmbench": mmbench_rows, "scienceqa": scienceqa_rows,
-        "ai2d": ai2d_rows}  # fmt: skip
+        "ai2d": ai2d_rows, "mme": mme_rows}  # fmt: skip
 
 
 def write_fixture_sets(folder: Path) -> dict[str, Path]:
@@ -277,6 +309,9 @@ def hub_row(benchmark: str, row: dict, variant: str) -> dict:
     if benchmark == "ai2d":
         return {"question": row["question"], "options": row["options"],
                 "answer": str(option_letters(len(row["options"])).index(answer)), "image": image}  # fmt: skip
+    if benchmark == "mme":
+        return {"question_id": row["group_id"], "question": row["question"], "answer": answer,
+                "category": row["category"], "image": image}  # fmt: skip
     raise ValueError(f"no hub layout for {benchmark} in the fixtures")
 
 
@@ -293,9 +328,9 @@ def write_hub_copy(benchmark: str, rows: list[dict], variant: str, path: Path) -
 def answers_right(benchmark: str, row: dict, response: str, variant: str) -> int:
     """What the built-in scorer would say, worked out by hand for single-token responses."""
     gold = row["new_answer"] if variant == "perturbed" else row["original_answer"]
-    if benchmark != "naturalbench":
+    if benchmark not in ("naturalbench", "mme"):
         return int(response == gold)
-    if row["question_type"] == "yes_no":
+    if benchmark == "mme" or row["question_type"] == "yes_no":
         parsed = {"yes": "Yes", "no": "No"}.get(response.lower())
     else:
         parsed = response if response in ("A", "B") else None

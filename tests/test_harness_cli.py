@@ -52,6 +52,18 @@ def naturalbench_expected(rows: list[dict], correct: list[int]) -> dict[str, flo
             "naturalbench_Q_ACC": sum(q) / len(q), "naturalbench_I_ACC": sum(i) / len(i)}  # fmt: skip
 
 
+def mme_expected(rows: list[dict], correct: list[int]) -> dict[str, float]:
+    """MME's score: per category, the mean over image pairs of acc + acc+ in percent; summed per kind."""
+    pairs = defaultdict(list)
+    for row, c in zip(rows, correct, strict=True):
+        pairs[row["category"], row["group_id"]].append(c)
+    by_category = defaultdict(list)
+    for (category, _), pair in pairs.items():
+        by_category[category].append(50 * sum(pair) + 100 * all(pair))
+    score = {category: sum(v) / len(v) for category, v in by_category.items()}
+    return {"mme_perception_score": score["existence"], "mme_cognition_score": score["commonsense_reasoning"]}
+
+
 def check_all_metrics(run, rows, respond) -> None:
     """Every metric of every task equals the value computed from the fixture and the responses."""
     for benchmark, bench_rows in rows.items():
@@ -73,6 +85,9 @@ def check_all_metrics(run, rows, respond) -> None:
                 for name in ("seed_image", "seed_all"):
                     assert metric(run, task, name) == pytest.approx(sum(values) / len(values)), (task, name)
                 assert "seed_video,none" not in run.results["results"][task]
+            elif benchmark == "mme":
+                for name, expected in mme_expected(bench_rows, values).items():
+                    assert metric(run, task, name) == pytest.approx(expected), (task, name)
             elif benchmark == "mmbench":  # the static matching's overall accuracy, in percent
                 assert metric(run, task, "gpt_eval_score") == pytest.approx(100 * sum(values) / len(values)), task
             else:
@@ -130,34 +145,36 @@ def test_oracle_holds_and_memoriser_drops(with_sets, rows, tmp_path):
 
 
 # The split of each built-in task, and its metrics.
-BUILTIN_SPLIT = {"mmstar": "val", "seedbench": "test", "mmbench": "dev", "scienceqa": "test", "ai2d": "test"}
+BUILTIN_SPLIT = {"mmstar": "val", "mmbench": "dev"}  # else test
 BUILTIN_METRICS = {"mmstar": (*MMSTAR_CATEGORIES, "average"), "seedbench": ("seed_image", "seed_all"),
-                   "mmbench": ("gpt_eval_score",), "scienceqa": ("exact_match",), "ai2d": ("exact_match",)}  # fmt: skip
+                   "mmbench": ("gpt_eval_score",), "scienceqa": ("exact_match",), "ai2d": ("exact_match",),
+                   "mme": ("mme_perception_score", "mme_cognition_score")}  # fmt: skip
 BUILTIN_FILTER = {"ai2d": "flexible-extract"}  # the filter a built-in reports its metrics under (else none)
 
 
-def test_perturbed_tasks_score_as_the_builtin_tasks(with_sets, rows, tmp_path):
+@pytest.mark.parametrize("response,benchmarks", [("B", ["mmstar", "seedbench", "mmbench", "scienceqa", "ai2d"]),
+                                                 ("Yes", ["mme"])])  # fmt: skip
+def test_perturbed_tasks_score_as_the_builtin_tasks(with_sets, rows, tmp_path, response, benchmarks):
     """lmms-eval's own task of each benchmark, pointed at the same items, gives the same metrics and prompts."""
     include = tmp_path / "include"
     include.mkdir()
-    for benchmark in BUILTIN_SPLIT:
+    for benchmark in benchmarks:
         path = write_hub_copy(benchmark, rows[benchmark], "perturbed", tmp_path / f"{benchmark}_builtin.parquet")
         (include / f"{benchmark}_builtin_local.yaml").write_text(
             f"include: {BUILTIN / SPECS[benchmark].lmms_eval_yaml}\ntask: {benchmark}_builtin_local\n"
             f"dataset_path: parquet\ndataset_name: null\ndataset_kwargs:\n  data_files:\n"
-            f"    {BUILTIN_SPLIT[benchmark]}: {path}\n"
+            f"    {BUILTIN_SPLIT.get(benchmark, 'test')}: {path}\n"
         )
-    response = "B"
-    for benchmark in BUILTIN_SPLIT:
+    for benchmark in benchmarks:
         expected = [int(r["new_answer"] == response) for r in rows[benchmark]]
         assert 0 < sum(expected) < len(expected), f"{benchmark}: the fixture must give a mixed score"
-    tasks = ",".join(f"{b}_{kind}" for b in BUILTIN_SPLIT for kind in ("builtin_local", "perturbed"))
+    tasks = ",".join(f"{b}_{kind}" for b in benchmarks for kind in ("builtin_local", "perturbed"))
     run = run_lmms_eval(
         ["--model", "dummy", "--model_args", f"response={response}", "--include_path", str(include), "--tasks", tasks],
         tmp_path / "out",
     )  # fmt: skip
-    for benchmark, names in BUILTIN_METRICS.items():
-        for name in names:
+    for benchmark in benchmarks:
+        for name in BUILTIN_METRICS[benchmark]:
             ours = metric(run, f"{benchmark}_perturbed", name)
             theirs = run.results["results"][f"{benchmark}_builtin_local"][
                 f"{name},{BUILTIN_FILTER.get(benchmark, 'none')}"

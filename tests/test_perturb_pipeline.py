@@ -21,6 +21,7 @@ from tiny_flux import build_tiny_flux_controlnet, install_in_hub_cache
 
 from lmms_contam.items import Item
 from lmms_contam.perturb.swap import swap_answer
+from lmms_contam.perturb.verify import answer_letter
 from lmms_contam.registry.parsers import mmstar_options
 
 pytestmark = pytest.mark.slow
@@ -137,19 +138,18 @@ def test_pipeline_builds_a_set_the_tasks_load_and_a_rerun_repeats_nothing(origin
     assert json.loads((out / "data.manifest.json").read_text())["hub"]["commit"] in pushed.stdout
 
 
-FIELD_OPTIONS = ("seedbench", "mmbench", "scienceqa", "ai2d")  # options are fields of the row: one perturb run each
-
-
-@pytest.mark.parametrize("benchmark", FIELD_OPTIONS)
-def test_a_benchmark_whose_options_are_fields_gets_a_valid_set(benchmark, flux, tmp_path):
+@pytest.mark.parametrize("benchmark", ["seedbench", "mmbench", "scienceqa", "ai2d", "mme"])
+def test_every_benchmark_built_from_the_hub_gets_a_valid_set(benchmark, flux, tmp_path):
     """From a local copy in the hub's layout (SEED-Bench: a list of images per row; MMBench: a hint joined to
-    the question, a missing option "nan")."""
+    the question, a missing option "nan"; MME: yes/no, two questions per image)."""
     rows = ROWS[benchmark](real_photos())
     parquet = write_hub_copy(benchmark, rows, "original", tmp_path / f"{benchmark}.parquet")
-    expected = {r["question"]: swap_answer(Item(benchmark, r["original_id"], r["question"], tuple(r["options"]),
-                                                r["original_answer"], None)) for r in rows}  # fmt: skip
+    items = [Item(benchmark, r["original_id"], r["question"], tuple(r["options"]), r["original_answer"], None)
+             for r in rows]  # fmt: skip
+    expected = {item.question: swap_answer(item) for item in items}
+    letters = {item.question: answer_letter(item, expected[item.question]) for item in items}  # the judge's words
     out = tmp_path / "out"
-    with judged_by(expected, rows[0]["question"], tmp_path, flux) as (_server, config):
+    with judged_by(letters, rows[0]["question"], tmp_path, flux) as (_server, config):
         done = perturb(benchmark, "--config", config, "--out", str(out), "--originals", str(parquet))
     assert done.returncode == 0 and "kept 11 of 12 items" in done.stdout, done.stdout + done.stderr
     kept = datasets.load_dataset("parquet", data_files=str(out / "data.parquet"), split="train")

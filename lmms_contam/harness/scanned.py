@@ -31,7 +31,6 @@ from lmms_contam.flags import (
 )
 from lmms_contam.harness.datasets import home, log_error_once, lookup
 from lmms_contam.harness.scoring import Metric, group_scored_output
-from lmms_contam.registry.parsers import NATURALBENCH_SLOTS
 from lmms_contam.registry.specs import SPECS
 from lmms_contam.schema import SCHEMA_VERSION
 
@@ -118,10 +117,11 @@ def _counts(flags: ContaminationFlags, joined: list[tuple[str, str]]) -> str:
 
 def group_of(benchmark: str, doc: dict) -> dict[str, str]:
     """A group-scored benchmark's group and slot, for the group aggregations (NaturalBench: 4 rows a group)."""
-    if not SPECS[benchmark].scored_by_group:
+    read = SPECS[benchmark].group_of
+    if read is None:
         return {}
-    index = int(doc["Index"])
-    return {"group": str(index // 4), "slot": NATURALBENCH_SLOTS[index % 4]}
+    group, slot = read(doc, doc["contam_item_id"])
+    return {"group": group, "slot": slot}
 
 
 def scanned_docs(benchmark: str) -> Callable[[datasets.Dataset], datasets.Dataset]:
@@ -145,7 +145,7 @@ def scanned_results(benchmark: str) -> Callable[[dict, list], dict]:
                   "correct": correct, IMAGE_ONLY: doc[FLAG_COLUMNS[IMAGE_ONLY]],
                   IMAGE_TEXT: doc[FLAG_COLUMNS[IMAGE_TEXT]],
                   **group_of(benchmark, doc)}  # fmt: skip
-        builtin_output = group_scored_output(benchmark, builtin_output, record)
+        builtin_output = group_scored_output(benchmark, builtin_output, record, doc)
         return {**builtin_output, **dict.fromkeys(SCANNED_METRICS, record), "contam_ids": record}
 
     process_results.__name__ = f"{benchmark}_scanned_results"

@@ -43,14 +43,27 @@ PAIRED_METRICS = (  # the *_contam tasks': every one aggregates the same per-doc
     Metric("n_pairs", "n_pairs", True),
     Metric("n_flagged", "n_flagged", False),
 )
-# Scores of benchmarks whose built-in aggregations need every row in order (spec.scored_by_group): the
-# same scores, computed by group id, so subsets and --limit work.
-GROUP_METRICS = (
-    Metric("naturalbench_G_ACC", "group_g_acc", True),
-    Metric("naturalbench_Q_ACC", "group_q_acc", True),
-    Metric("naturalbench_I_ACC", "group_i_acc", True),
-    Metric("naturalbench_ACC", "group_acc", True),
-)
+
+
+@dataclass(frozen=True)
+class GroupScheme:
+    """The scores of a benchmark whose built-in aggregations need every row in order or every pair (its
+    spec's group_scheme): the same scores computed by group id, so subsets, --limit and sets that kept one
+    question of a pair work. Each record goes to every metric, or (`by_builtin_key`) to those the built-in
+    output names for its document (MME: perception or cognition, by category)."""
+
+    metrics: tuple[Metric, ...]
+    by_builtin_key: bool = False
+
+
+GROUP_SCHEMES = {
+    "naturalbench": GroupScheme((
+        Metric("naturalbench_G_ACC", "group_g_acc", True), Metric("naturalbench_Q_ACC", "group_q_acc", True),
+        Metric("naturalbench_I_ACC", "group_i_acc", True), Metric("naturalbench_ACC", "group_acc", True),
+    )),
+    "mme": GroupScheme((Metric("mme_perception_score", "pair_score", True),
+                        Metric("mme_cognition_score", "pair_score", True)), by_builtin_key=True),
+}  # fmt: skip
 GROUP_SCORES = {"group_g_acc": "G_Acc", "group_q_acc": "Q_Acc", "group_i_acc": "I_Acc", "group_acc": "Acc"}
 # Peer detector tasks (*_circular, *_option_shuffle, *_text_only): one metric per DetectorSignal field.
 DETECTOR_FIELDS = ("reference", "score", "signal", "p_value", "n_items", "n_changed", "n_excluded")
@@ -89,18 +102,21 @@ def _records(logged: list[dict]) -> list[ContamRecord]:
     return [ContamRecord.from_logged(record, "lmms-contam aggregation") for record in logged]
 
 
-def group_scored_output(benchmark: str, builtin_output: dict, record: dict) -> dict:
-    """The built-in output, or for a benchmark scored by group its group metrics, each given `record`, which
-    the group aggregations below read (the built-in ones would need every row in order)."""
-    if not SPECS[benchmark].scored_by_group:
+def group_scored_output(benchmark: str, builtin_output: dict, record: dict, doc: dict) -> dict:
+    """The built-in output, or for a benchmark scored by group its group metrics, given `record` and the
+    document's category, which the group aggregations below read."""
+    scheme_name = SPECS[benchmark].group_scheme
+    if scheme_name is None:
         return builtin_output
-    return dict.fromkeys((m.name for m in GROUP_METRICS), record)
+    scheme = GROUP_SCHEMES[scheme_name]
+    names = list(builtin_output) if scheme.by_builtin_key else [m.name for m in scheme.metrics]
+    return dict.fromkeys(names, {**record, "category": doc.get("category", "")})
 
 
 def _single_variant(benchmark: str) -> Callable[[dict, list], dict]:
     def process_results(doc: dict, results: list) -> dict:
         builtin_output, record = _score(benchmark, doc, results)
-        return {**group_scored_output(benchmark, builtin_output, record), "contam_ids": record}
+        return {**group_scored_output(benchmark, builtin_output, record, doc), "contam_ids": record}
 
     return process_results
 
@@ -160,6 +176,21 @@ def _group_score(metric: str) -> Callable[[list[dict]], float]:
     return aggregate
 
 
+def pair_score(records: list[dict]) -> float:
+    """MME's score as its built-in computes it, by group id: per category, the mean over its image pairs of
+    accuracy plus accuracy+ (both questions right), in percent, summed over the categories. A pair with one
+    question scored is left out; NaN when no pair is whole (the built-in asserts instead)."""
+    by_category: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(dict))
+    for record in records:
+        by_category[record["category"]][record["group"]][record["slot"]] = record["correct"]
+    scores = []
+    for pairs in by_category.values():
+        whole = [list(slots.values()) for slots in pairs.values() if len(slots) == 2]
+        if whole:
+            scores.append(sum(100 * sum(pair) / 2 + 100 * all(pair) for pair in whole) / len(whole))
+    return float(sum(scores)) if scores else float("nan")
+
+
 # The aggregations the metric tables above name; lmms_contam/harness/task_functions.py exposes each by name.
 AGGREGATIONS: dict[str, Callable[[list[dict]], float]] = {
     **{name: _aggregation(paired_comparison, field) for name, field in (
@@ -170,4 +201,5 @@ AGGREGATIONS: dict[str, Callable[[list[dict]], float]] = {
     )},
     **{f"detector_{field}": _aggregation(detector_signal_of, field) for field in DETECTOR_FIELDS},
     **{key: _group_score(score) for key, score in GROUP_SCORES.items()},
+    "pair_score": pair_score,
 }  # fmt: skip

@@ -21,7 +21,7 @@ import yaml
 from lmms_contam.atomic import atomic_path
 from lmms_contam.detectors.signals import CIRCULAR, OPTION_SHUFFLE, TEXT_ONLY
 from lmms_contam.harness import scanned, scoring
-from lmms_contam.harness.scoring import DETECTOR_METRICS, GROUP_METRICS, PAIRED_METRICS, Metric
+from lmms_contam.harness.scoring import DETECTOR_METRICS, GROUP_SCHEMES, PAIRED_METRICS, Metric
 from lmms_contam.registry.builtin import CONTAM, ORIGINAL, PERTURBED
 from lmms_contam.registry.specs import SPECS, BenchmarkSpec
 
@@ -51,8 +51,8 @@ ABOUT = {
     SCANNED: "{label} as lmms-eval's own task scores it, plus contamination flags per item joined from the scan "
     "folder ($LMMS_CONTAM_SCANS; see lmms_contam/harness/scanned.py and the README's 'Scanned tasks').",
 }
-BY_GROUP = ("Its built-in aggregations assert every row in order; these compute the same scores by group id, so "
-            "subsets and --limit work.")  # fmt: skip
+BY_GROUP = ("Its built-in aggregations assert every row in order, or every pair; these compute the same scores "
+            "by group id, so subsets, --limit and sets that kept one question of a pair work.")  # fmt: skip
 
 
 class TaskFileError(ValueError):
@@ -157,8 +157,9 @@ class _Benchmark:
         if spec.doc_to_target:
             self.prompt["doc_to_target"] = spec.doc_to_target
         builtin = self.base.get("metric_list", [])
-        self.builtin_metrics = _metric_entries(GROUP_METRICS, module) if spec.scored_by_group else builtin
-        self.about_extra = f" {BY_GROUP}" if spec.scored_by_group else ""
+        scheme = GROUP_SCHEMES.get(spec.group_scheme or "")
+        self.builtin_metrics = _metric_entries(scheme.metrics, module) if scheme else builtin
+        self.about_extra = f" {BY_GROUP}" if scheme else ""
 
     def task(self, family: str, tags: list[str], config: dict, functions: dict[str, str]) -> GeneratedTask:
         name = f"{self.spec.name}_{family}"

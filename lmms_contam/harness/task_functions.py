@@ -25,6 +25,7 @@ group_g_acc = scoring.AGGREGATIONS["group_g_acc"]
 group_q_acc = scoring.AGGREGATIONS["group_q_acc"]
 group_i_acc = scoring.AGGREGATIONS["group_i_acc"]
 group_acc = scoring.AGGREGATIONS["group_acc"]
+pair_score = scoring.AGGREGATIONS["pair_score"]
 image_only_rate = scanned.AGGREGATIONS["image_only_rate"]
 image_text_rate = scanned.AGGREGATIONS["image_text_rate"]
 image_only_acc_flagged = scanned.AGGREGATIONS["image_only_acc_flagged"]
@@ -142,6 +143,12 @@ mmbench_scanned_docs = scanned.scanned_docs("mmbench")
 mmbench_scanned_results = scanned.scanned_results("mmbench")
 
 # mme
+mme_original_docs = docs.task_docs("mme", "original")
+mme_original_results = scoring.task_results("mme", "original")
+mme_perturbed_docs = docs.task_docs("mme", "perturbed")
+mme_perturbed_results = scoring.task_results("mme", "perturbed")
+mme_contam_docs = docs.task_docs("mme", "contam")
+mme_contam_results = scoring.task_results("mme", "contam")
 mme_scanned_docs = scanned.scanned_docs("mme")
 mme_scanned_results = scanned.scanned_results("mme")
 

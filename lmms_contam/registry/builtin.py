@@ -138,6 +138,11 @@ def ai2d_process_results(doc: dict, results: list) -> dict:
     return {"exact_match": float(matched["exact_match"])}
 
 
+def mme_doc(row: dict, answer: str, _image_field: str) -> dict:
+    """question_id names the image the pair of questions is about, as in the hub's rows."""
+    return {"question_id": row["group_id"], "question": row["question"], "answer": answer, "category": row["category"]}
+
+
 def naturalbench_gold_value(answer: str) -> int:
     """The built-in extractor maps Yes/A to 1 and No/B to 0; gold answers map the same way."""
     normalized = answer.strip().lower()

@@ -73,11 +73,11 @@ def parse_realworldqa(row: dict, original_id: str) -> Item | Skipped:
 
 def parse_naturalbench(row: dict, original_id: str) -> Item:
     yes_no = row["Question_Type"] == "yes_no"
+    group_id, slot = naturalbench_group(row, original_id)
     return Item(
         "naturalbench", original_id, row["Question"], ("Yes", "No") if yes_no else ("A", "B"),
-        row["Answer"].strip(), row["Image"],
-        {"question_type": row["Question_Type"], "group_id": str(int(row["Index"]) // 4),
-         "group_slot": NATURALBENCH_SLOTS[int(row["Index"]) % 4]},
+        row["Answer"].strip(), row["Image"], {"question_type": row["Question_Type"], "group_id": group_id,
+                                              "group_slot": slot},
     )  # fmt: skip
 
 
@@ -116,9 +116,21 @@ def parse_scienceqa(row: dict, original_id: str) -> Item | Skipped:
     return Item("scienceqa", original_id, row["question"], options, answer, row["image"], {"hint": row["hint"] or ""})
 
 
+def naturalbench_group(row: dict, _original_id: str) -> tuple[str, str]:
+    """NaturalBench's groups: 2 questions x 2 images, by Index // 4; the slot by Index % 4."""
+    return str(int(row["Index"]) // 4), NATURALBENCH_SLOTS[int(row["Index"]) % 4]
+
+
+def mme_group(_row: dict, original_id: str) -> tuple[str, str]:
+    """MME's pairs: the two questions about one image share its question_id; '<id>#k' is the k-th (q0, q1)."""
+    question_id, occurrence = original_id.rsplit("#", 1)
+    return question_id, f"q{occurrence}"
+
+
 def parse_mme(row: dict, original_id: str) -> Item:
+    group_id, slot = mme_group(row, original_id)
     return Item("mme", original_id, row["question"], ("Yes", "No"), row["answer"].strip().rstrip("."), row["image"],
-                {"category": row["category"]})  # fmt: skip
+                {"category": row["category"], "group_id": group_id, "group_slot": slot})  # fmt: skip
 
 
 def occurrence_ids(values: list[Any]) -> list[str]:

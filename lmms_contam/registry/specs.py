@@ -47,7 +47,10 @@ class BenchmarkSpec:
     scorer: BuiltinScorer  # its process_results, and how a 0/1 correctness is read from it
     own_task_yaml: str | None = None  # in lmms-eval's format, under lmms_contam/: a benchmark lmms-eval lacks
     doc_to_target: str | None = None  # where the built-in names a column its dataset does not have
-    scored_by_group: bool = False  # its built-in aggregations need every row in order (harness.scoring.GROUP_METRICS)
+    # Its built-in aggregations need every row in order, or every pair: the plugin's score groups by id instead
+    # (the scheme's metrics are in harness.scoring.GROUP_SCHEMES), groups read from a hub row and its id.
+    group_scheme: str | None = None
+    group_of: Callable[[dict, str], tuple[str, str]] | None = None
     applied_by_scorer: tuple[str, ...] = ()  # blocks of the built-in task its scorer applies itself, so not carried
     image_field: str = "image"  # the built-in task's image column
     image_list: bool = False  # the column holds a list of images (SEED-Bench's frames; one for image items)
@@ -101,7 +104,8 @@ SPECS: dict[str, BenchmarkSpec] = {
             BuiltinScorer("lmms_eval.tasks.naturalbench.utils", "naturalbench_process_results",
                           lambda doc, out: int(out["naturalbench_G_ACC"]["score"]
                                                == builtin.naturalbench_gold_value(doc["Answer"]))),
-            image_field="Image", doc_to_target="Answer", scored_by_group=True,
+            image_field="Image", doc_to_target="Answer",
+            group_scheme="naturalbench", group_of=parsers.naturalbench_group,
             source=Source("BaiqiL/NaturalBench-lmms-eval", None, "test"),
             parser=Parser(column("Index"), parsers.parse_naturalbench),
             columns=BenchmarkColumns(extra=("question_type", "group_id", "group_slot"), answer_style="text"),
@@ -133,6 +137,9 @@ SPECS: dict[str, BenchmarkSpec] = {
                           lambda _doc, out: int(next(iter(out.values()))["score"])),
             source=Source("lmms-lab-encoder/MME", None, "test"),
             parser=Parser(lambda rows: parsers.occurrence_ids(rows["question_id"]), parsers.parse_mme),
+            group_scheme="mme", group_of=parsers.mme_group,
+            columns=BenchmarkColumns(extra=("category", "group_id", "group_slot"), answer_style="text"),
+            shape_doc=builtin.mme_doc,
         ),
         # lmms-eval's ai2d scores through a filter and its generic exact match; the scorer does both, so the
         # plugin's tasks report `exact_match,none` (the built-in: `exact_match,flexible-extract`).
