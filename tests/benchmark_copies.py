@@ -118,9 +118,24 @@ def _ai2d(photos: list[bytes]) -> list[dict]:
             for i in range(N_ITEMS)]  # fmt: skip
 
 
+def _mmmu(photos: list[bytes]) -> list[dict]:
+    # Options as the text of a Python list; one open question and one about two images, which are not perturbed
+    # or scanned (no options to swap to; no one image).
+    rows = [{"id": f"validation_Art_{i}", "question": f"<image 1> What is painted in photo {i}?",
+             "options": repr([f"a{i}", f"b{i}", f"c{i}", f"d{i}"]), "question_type": "multiple-choice",
+             "answer": gold_letter(i), "image_1": _image(photos, i), "image_2": None}
+            for i in range(N_ITEMS)]  # fmt: skip
+    rows.append({"id": "validation_Art_100", "question": "<image 1> How many strokes are there?", "options": "[]",
+                 "question_type": "open", "answer": "3", "image_1": _image(photos, 9), "image_2": None})  # fmt: skip
+    rows.append({"id": "validation_Art_101", "question": "Which is older, <image 1> or <image 2>?",
+                 "options": repr(["the first", "the second"]), "question_type": "multiple-choice", "answer": "A",
+                 "image_1": _image(photos, 10), "image_2": _image(photos, 11)})  # fmt: skip
+    return rows
+
+
 BUILDERS = {"mmstar": _mmstar, "realworldqa": _realworldqa, "naturalbench": _naturalbench, "seedbench": _seedbench,
-            "mmbench": _mmbench, "mme": _mme, "scienceqa": _scienceqa, "ai2d": _ai2d}  # fmt: skip
-IMAGE_FIELD = {"naturalbench": "Image"}
+            "mmbench": _mmbench, "mme": _mme, "scienceqa": _scienceqa, "ai2d": _ai2d, "mmmu": _mmmu}  # fmt: skip
+IMAGE_FIELDS = {"naturalbench": ("Image",), "mmmu": ("image_1", "image_2")}
 
 
 def write_benchmark_copies(folder: Path) -> dict[str, Path]:
@@ -129,9 +144,9 @@ def write_benchmark_copies(folder: Path) -> dict[str, Path]:
     paths = {}
     for benchmark, build in BUILDERS.items():
         table = datasets.Dataset.from_list(build(photos))
-        field = IMAGE_FIELD.get(benchmark, "image")
         feature = [datasets.Image()] if benchmark == "seedbench" else datasets.Image()
-        table = table.cast_column(field, feature)
+        for field in IMAGE_FIELDS.get(benchmark, ("image",)):
+            table = table.cast_column(field, feature)
         paths[benchmark] = folder / f"{benchmark}.parquet"
         table.to_parquet(str(paths[benchmark]))
     return paths
@@ -164,6 +179,9 @@ def photo_shown(benchmark: str, row: dict) -> int | None:
         return photo_of(row["index"] % 1_000_000)
     if benchmark == "mme":
         return photo_of(int(row["question_id"].split("/")[1][:4]))
+    if benchmark == "mmmu":
+        one_image = row["question_type"] == "multiple-choice" and "<image 2>" not in row["question"]
+        return photo_of(int(row["id"].rsplit("_", 1)[1])) if one_image else None
     return photo_of(int(row["question"].split("photo ")[1].split("?")[0]))
 
 

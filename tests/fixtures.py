@@ -195,6 +195,12 @@ def scienceqa_rows(photos: list[bytes]) -> list[dict]:
     return _lettered_rows("scienceqa", photos, 3, question, (1, 8), extra=hint)
 
 
+def mmmu_rows(photos: list[bytes]) -> list[dict]:
+    """MMMU's multiple-choice questions about one image: the question names it (<image 1>), the id the subject."""
+    rows = _lettered_rows("mmmu", photos, 4, lambda i: f"<image 1> What is painted in photo {i}?", (5, 9))
+    return [{**row, "original_id": f"validation_Art_{row['original_id']}"} for row in rows]
+
+
 def ai2d_rows(photos: list[bytes]) -> list[dict]:
     """AI2D's diagram questions: the options a field of the document, the answer an index into them."""
     return _lettered_rows("ai2d", photos, 4, lambda i: f"Which part of the diagram in photo {i} is labelled?", (10, 2))
@@ -270,7 +276,7 @@ def mme_rows(photos: list[bytes], pairs: int = 6) -> list[dict]:
 # The fixture items of every benchmark with a perturbed set built from the hub.
 ROWS = {"mmstar": mmstar_rows, "realworldqa": realworldqa_rows, "naturalbench": naturalbench_rows,
         "seedbench": seedbench_rows, "mmbench": mmbench_rows, "scienceqa": scienceqa_rows,
-        "ai2d": ai2d_rows, "mme": mme_rows}  # fmt: skip
+        "ai2d": ai2d_rows, "mme": mme_rows, "mmmu": mmmu_rows}  # fmt: skip
 
 
 def write_fixture_sets(folder: Path) -> dict[str, Path]:
@@ -309,6 +315,9 @@ def hub_row(benchmark: str, row: dict, variant: str) -> dict:
     if benchmark == "ai2d":
         return {"question": row["question"], "options": row["options"],
                 "answer": str(option_letters(len(row["options"])).index(answer)), "image": image}  # fmt: skip
+    if benchmark == "mmmu":
+        return {"id": row["original_id"], "question": row["question"], "options": repr(row["options"]),
+                "question_type": "multiple-choice", "answer": answer, "image_1": image}  # fmt: skip
     if benchmark == "mme":
         return {"question_id": row["group_id"], "question": row["question"], "answer": answer,
                 "category": row["category"], "image": image}  # fmt: skip
@@ -321,7 +330,7 @@ def write_hub_copy(benchmark: str, rows: list[dict], variant: str, path: Path) -
 
     image = [datasets.Image()] if benchmark == "seedbench" else datasets.Image()
     table = datasets.Dataset.from_list([hub_row(benchmark, row, variant) for row in rows])
-    table.cast_column("image", image).to_parquet(str(path))
+    table.cast_column("image_1" if benchmark == "mmmu" else "image", image).to_parquet(str(path))
     return path
 
 

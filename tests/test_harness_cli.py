@@ -81,6 +81,8 @@ def check_all_metrics(run, rows, respond) -> None:
                     assert metric(run, task, category) == pytest.approx(expected), (task, category)
             elif benchmark in ("realworldqa", "scienceqa", "ai2d"):
                 assert metric(run, task, "exact_match") == pytest.approx(sum(values) / len(values))
+            elif benchmark == "mmmu":  # one subject: its accuracy
+                assert metric(run, task, "mmmu_acc") == pytest.approx(sum(values) / len(values))
             elif benchmark == "seedbench":  # image items only: both of its scores are their accuracy
                 for name in ("seed_image", "seed_all"):
                     assert metric(run, task, name) == pytest.approx(sum(values) / len(values)), (task, name)
@@ -145,14 +147,15 @@ def test_oracle_holds_and_memoriser_drops(with_sets, rows, tmp_path):
 
 
 # The split of each built-in task, and its metrics.
-BUILTIN_SPLIT = {"mmstar": "val", "mmbench": "dev"}  # else test
+BUILTIN_SPLIT = {"mmstar": "val", "mmbench": "dev", "mmmu": "validation"}  # else test
 BUILTIN_METRICS = {"mmstar": (*MMSTAR_CATEGORIES, "average"), "seedbench": ("seed_image", "seed_all"),
                    "mmbench": ("gpt_eval_score",), "scienceqa": ("exact_match",), "ai2d": ("exact_match",),
-                   "mme": ("mme_perception_score", "mme_cognition_score")}  # fmt: skip
+                   "mme": ("mme_perception_score", "mme_cognition_score"), "mmmu": ("mmmu_acc",)}  # fmt: skip
 BUILTIN_FILTER = {"ai2d": "flexible-extract"}  # the filter a built-in reports its metrics under (else none)
 
 
-@pytest.mark.parametrize("response,benchmarks", [("B", ["mmstar", "seedbench", "mmbench", "scienceqa", "ai2d"]),
+@pytest.mark.parametrize("response,benchmarks", [("B", ["mmstar", "seedbench", "mmbench", "scienceqa", "ai2d",
+                                                        "mmmu"]),
                                                  ("Yes", ["mme"])])  # fmt: skip
 def test_perturbed_tasks_score_as_the_builtin_tasks(with_sets, rows, tmp_path, response, benchmarks):
     """lmms-eval's own task of each benchmark, pointed at the same items, gives the same metrics and prompts."""

@@ -32,7 +32,8 @@ def test_every_row_is_an_item_or_a_counted_skip(copies, benchmark):
     assert len(set(loaders.original_ids(benchmark, rows))) == len(rows), "ids must be unique"
     skipped = Counter(p.reason for p in parsed if isinstance(p, Skipped))
     expected = {"seedbench": {"video item with 3 frames, not one image": 2},
-                "mmbench": {f"circular copy of item {i} (same image)": 1 for i in range(4)}}  # fmt: skip
+                "mmbench": {f"circular copy of item {i} (same image)": 1 for i in range(4)},
+                "mmmu": {"open question, no options to swap to": 1, "shows 2 images, not one": 1}}  # fmt: skip
     assert skipped == expected.get(benchmark, {})
 
 
@@ -49,6 +50,8 @@ def test_benchmark_specific_fields(copies):
     assert sqa[0].options == ("a0", "b0", "c0", "d0") and sqa[0].answer == "D"  # index 3 in the hub's row
     assert sqa[0].question == "Which object is in photo 0?" and sqa[0].original_id == "0"  # numbered by position
     assert sqa[0].extra == {"hint": "Photo 0 was taken outdoors."} and sqa[1].extra == {"hint": ""}
+    mmmu = next(iter(loaders.items("mmmu", loaders.load_rows("mmmu", str(copies["mmmu"])))))
+    assert (mmmu.options, mmmu.original_id) == (("a0", "b0", "c0", "d0"), "validation_Art_0")
     ai2d = next(iter(loaders.items("ai2d", loaders.load_rows("ai2d", str(copies["ai2d"])))))
     assert (ai2d.options, ai2d.answer, ai2d.original_id) == (("a0", "b0", "c0", "d0"), "D", "0")  # answer "3"
 

@@ -138,7 +138,7 @@ def test_pipeline_builds_a_set_the_tasks_load_and_a_rerun_repeats_nothing(origin
     assert json.loads((out / "data.manifest.json").read_text())["hub"]["commit"] in pushed.stdout
 
 
-@pytest.mark.parametrize("benchmark", ["seedbench", "mmbench", "scienceqa", "ai2d", "mme"])
+@pytest.mark.parametrize("benchmark", ["seedbench", "mmbench", "scienceqa", "ai2d", "mme", "mmmu"])
 def test_every_benchmark_built_from_the_hub_gets_a_valid_set(benchmark, flux, tmp_path):
     """From a local copy in the hub's layout (SEED-Bench: a list of images per row; MMBench: a hint joined to
     the question, a missing option "nan"; MME: yes/no, two questions per image)."""

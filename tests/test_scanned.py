@@ -34,7 +34,7 @@ from lmms_contam.llm import EndpointConfig
 from lmms_contam.registry.specs import SCANNABLE
 from lmms_contam.report.build import build
 
-SPLITS = {"mmstar": "val", "mmbench": "dev"}
+SPLITS = {"mmstar": "val", "mmbench": "dev", "mmmu": "validation"}
 OFFLINE = embedder_config("efficientnet-lite0")  # the scans count at its calibrated threshold
 BUILTIN = Path(lmms_utils.__file__).parent / "tasks"
 BUILTIN_YAML = {  # the built-in tasks the scanned ones score as (NaturalBench's asserts all 7600 rows)
@@ -173,7 +173,7 @@ def test_the_oracle_shows_no_gap(with_scans, tmp_path):
 
 
 @pytest.mark.parametrize("response,benchmarks", [("A", ["mmstar", "realworldqa", "seedbench", "mmbench", "scienceqa",
-                                                        "ai2d"]),
+                                                        "ai2d", "mmmu"]),
                                                  ("Yes", ["mme"])])  # fmt: skip
 def test_scores_equal_the_builtin_tasks_on_the_same_items(with_scans, tmp_path, response, benchmarks):
     tasks = [f"{b}_{kind}_local" for b in benchmarks for kind in ("builtin", "scanned")]

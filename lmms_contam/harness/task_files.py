@@ -33,8 +33,9 @@ SCANNED = "scanned"
 PAIRED_GROUP = "contam_paired"
 METADATA = [{"version": 1.0}]  # the report reads tasks of this version
 # Blocks every task takes from its built-in task as they are; the plugin supplies the rest.
-PROMPT_KEYS = ("output_type", "doc_to_visual", "doc_to_text", "doc_to_target", "model_specific_target_kwargs",
-               "generation_kwargs", "lmms_eval_specific_kwargs", "model_specific_generation_kwargs")  # fmt: skip
+PROMPT_KEYS = ("output_type", "doc_to_visual", "doc_to_text", "doc_to_messages", "doc_to_target",
+               "model_specific_target_kwargs", "generation_kwargs", "lmms_eval_specific_kwargs",
+               "model_specific_generation_kwargs")  # fmt: skip
 HUB_KEYS = ("dataset_path", "dataset_name", "dataset_kwargs", "test_split")  # the *_scanned tasks'
 REPLACED_KEYS = ("task", "tag", "group", "process_results", "metric_list", "metadata")
 ABOUT = {

@@ -169,6 +169,23 @@ ai2d_text_only_visual = docs.text_only_visual("ai2d", "lmms_eval.tasks.ai2d.util
 ai2d_scanned_docs = scanned.scanned_docs("ai2d")
 ai2d_scanned_results = scanned.scanned_results("ai2d")
 
+# mmmu
+mmmu_original_docs = docs.task_docs("mmmu", "original")
+mmmu_original_results = scoring.task_results("mmmu", "original")
+mmmu_perturbed_docs = docs.task_docs("mmmu", "perturbed")
+mmmu_perturbed_results = scoring.task_results("mmmu", "perturbed")
+mmmu_contam_docs = docs.task_docs("mmmu", "contam")
+mmmu_contam_results = scoring.task_results("mmmu", "contam")
+mmmu_circular_docs = docs.task_docs("mmmu", "circular")
+mmmu_circular_results = scoring.task_results("mmmu", "circular")
+mmmu_option_shuffle_docs = docs.task_docs("mmmu", "option_shuffle")
+mmmu_option_shuffle_results = scoring.task_results("mmmu", "option_shuffle")
+mmmu_text_only_docs = docs.task_docs("mmmu", "text_only")
+mmmu_text_only_results = scoring.task_results("mmmu", "text_only")
+mmmu_text_only_visual = docs.text_only_visual("mmmu", "lmms_eval.tasks.mmmu.utils.mmmu_doc_to_visual")
+mmmu_scanned_docs = scanned.scanned_docs("mmmu")
+mmmu_scanned_results = scanned.scanned_results("mmmu")
+
 # scienceqa
 scienceqa_original_docs = docs.task_docs("scienceqa", "original")
 scienceqa_original_results = scoring.task_results("scienceqa", "original")

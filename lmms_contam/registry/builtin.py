@@ -143,6 +143,21 @@ def mme_doc(row: dict, answer: str, _image_field: str) -> dict:
     return {"question_id": row["group_id"], "question": row["question"], "answer": answer, "category": row["category"]}
 
 
+def mmmu_doc(row: dict, answer: str, _image_field: str) -> dict:
+    """The hub writes the options as the text of a Python list, and the id names the subject the built-in's
+    aggregation groups by."""
+    return {"id": row["original_id"], "question": row["question"], "options": repr(list(row["options"])),
+            "question_type": "multiple-choice", "answer": answer}  # fmt: skip
+
+
+def mmmu_correct(_doc: dict, output: dict) -> int:
+    """The built-in decides correctness only in its aggregation; this is that decision for one document."""
+    from lmms_eval.tasks.mmmu.utils import eval_multi_choice
+
+    record = output["mmmu_acc"]
+    return int(any(eval_multi_choice(record["answer"], parsed) for parsed in record["parsed_pred"]))
+
+
 def naturalbench_gold_value(answer: str) -> int:
     """The built-in extractor maps Yes/A to 1 and No/B to 0; gold answers map the same way."""
     normalized = answer.strip().lower()

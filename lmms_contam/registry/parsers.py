@@ -6,6 +6,7 @@ flags on, and `perturb` its items. The registry (specs.py) names which parser ea
 
 from __future__ import annotations
 
+import ast
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -104,6 +105,21 @@ def parse_ai2d(row: dict, original_id: str) -> Item:
     options = tuple(str(option) for option in row["options"])
     answer = option_letters(len(options))[int(row["answer"])]
     return Item("ai2d", original_id, row["question"], options, answer, row["image"])
+
+
+MMMU_IMAGE_TOKEN = re.compile(r"<image \d+>")
+
+
+def parse_mmmu(row: dict, original_id: str) -> Item | Skipped:
+    """MMMU's multiple-choice questions about one image; open questions have no options to swap to, and a
+    question about several images has no one image to edit: both are skipped, counted."""
+    if row["question_type"] != "multiple-choice":
+        return Skipped("mmmu", original_id, f"{row['question_type']} question, no options to swap to")
+    images = set(MMMU_IMAGE_TOKEN.findall(row["question"] + row["options"]))
+    if images != {"<image 1>"}:
+        return Skipped("mmmu", original_id, f"shows {len(images)} images, not one")
+    options = tuple(str(option) for option in ast.literal_eval(row["options"]))
+    return Item("mmmu", original_id, row["question"], options, row["answer"].strip(), row["image_1"])
 
 
 def parse_scienceqa(row: dict, original_id: str) -> Item | Skipped:

@@ -18,7 +18,7 @@ from lmms_contam.registry.parsers import Parser, column, column_or_position
 
 INLINE = "inline"  # MMStar: "...\nOptions: A: x, B: y, C: z, D: w"
 LINES = "lines"  # RealWorldQA: one "A. x" line per option
-COLUMNS = "columns"  # SEED-Bench, MMBench, ScienceQA, AI2D: the options are fields of the document
+COLUMNS = "columns"  # SEED-Bench, MMBench, ScienceQA, AI2D, MMMU: the options are fields of the document
 
 
 @dataclass(frozen=True)
@@ -150,6 +150,14 @@ SPECS: dict[str, BenchmarkSpec] = {
             applied_by_scorer=("filter_list",), source=Source("lmms-lab-encoder/ai2d", None, "test"),
             parser=Parser(column_or_position("index"), parsers.parse_ai2d),
             columns=BenchmarkColumns(extra=(), answer_style="letter"), shape_doc=builtin.ai2d_doc,
+            option_layout=COLUMNS,
+        ),
+        BenchmarkSpec(
+            "mmmu", "MMMU", "mmmu/mmmu_val.yaml",
+            BuiltinScorer("lmms_eval.tasks.mmmu.utils", "mmmu_process_results", builtin.mmmu_correct),
+            image_field="image_1", source=Source("lmms-lab-encoder/MMMU", None, "validation"),
+            parser=Parser(column("id"), parsers.parse_mmmu),
+            columns=BenchmarkColumns(extra=(), answer_style="letter"), shape_doc=builtin.mmmu_doc,
             option_layout=COLUMNS,
         ),
         BenchmarkSpec(
