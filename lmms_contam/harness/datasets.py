@@ -23,7 +23,7 @@ import datasets
 import yaml
 from loguru import logger
 
-from lmms_contam.registry.specs import RELEASED
+from lmms_contam.registry.specs import PERTURB_FROM_HUB, RELEASED
 from lmms_contam.schema import VERIFIED_SUBSET, PerturbedSetError, manifest_beside, validate
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -203,7 +203,7 @@ def resolve(benchmark: str, fetch: bool = True) -> SetLocation:
             f"Fetch the paper authors' release into the default folder with `lmms-contam fetch mm-perturb "
             f"--benchmark {benchmark}` (done automatically unless {AUTO_FETCH_ENV}=0 or HF_HUB_OFFLINE=1), or point"
         )
-    elif benchmark == "naturalbench":
+    elif benchmark in PERTURB_FROM_HUB:
         build = (f"No released set exists for {benchmark}: build one with `lmms-contam perturb {benchmark} --config "
                  "configs/perturb/paper.yaml --out DIR`, then point")  # fmt: skip
     else:
