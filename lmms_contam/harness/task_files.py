@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -226,13 +227,7 @@ def _dump(config: dict) -> str:
 
 
 def _comment(text: str, width: int = 110) -> str:
-    lines, line = [], "#"
-    for word in text.split():
-        if len(line) + 1 + len(word) > width and line != "#":
-            lines.append(line)
-            line = "#"
-        line += " " + word
-    return "\n".join([*lines, line]) + "\n"
+    return textwrap.fill(text, width, initial_indent="# ", subsequent_indent="# ", break_on_hyphens=False) + "\n"
 
 
 def _aggregation_sources() -> dict[str, str]:
