@@ -159,7 +159,14 @@ def _lettered_rows(benchmark: str, photos: list[bytes], n_options: int, question
 
 def seedbench_rows(photos: list[bytes]) -> list[dict]:
     """SEED-Bench's image items: four options as fields of the document, none listed in the question."""
-    return _lettered_rows("seedbench", photos, 4, lambda i: f"What stands in the middle of photo {i}?", (3, 7))
+    return _lettered_rows(
+        "seedbench",
+        photos,
+        4,
+        lambda i: f"What stands in the middle of photo {i}?",
+        (3, 7),
+        extra=lambda i: {"question_type_id": str(1 + i % 9)},
+    )  # its 9 image dimensions
 
 
 MMBENCH_FIRST_ID = 40
@@ -301,7 +308,7 @@ def hub_row(benchmark: str, row: dict, variant: str) -> dict:
     if benchmark == "seedbench":
         return {"question_id": row["original_id"], "question": row["question"], "answer": answer,
                 **{f"choice_{letter}": text for letter, text in zip("abcd", row["options"], strict=True)},
-                "data_type": "image", "data_id": row["original_id"], "question_type_id": 1,
+                "data_type": "image", "data_id": row["original_id"], "question_type_id": int(row["question_type_id"]),
                 "image": [image]}  # fmt: skip
     if benchmark == "mmbench":
         hint = mmbench_hint(row["original_id"])

@@ -16,6 +16,7 @@ from scipy.stats import binomtest
 
 from lmms_contam import stats
 from lmms_contam.detectors.options import names_option_letters
+from lmms_contam.registry.specs import PERTURB_FROM_HUB
 
 pytestmark = pytest.mark.slow
 BENCHMARKS = ("mmstar", "naturalbench", "realworldqa")
@@ -219,7 +220,7 @@ def test_html_page_shows_plots_and_image_pairs_and_makes_no_network_request(outp
     assert done.returncode == 0, done.stderr
     text = page.read_text()
     assert "http://" not in text and "https://" not in text
-    assert text.count('alt="original"') == text.count('alt="perturbed"') == 3 * 12
+    assert text.count('alt="original"') == text.count('alt="perturbed"') == len(PERTURB_FROM_HUB) * 12
 
     shot = tmp_path / "shot.png"
     assert _page_requests(chromium, page, tmp_path, shot) == []

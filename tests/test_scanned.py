@@ -239,7 +239,7 @@ def test_report_adds_the_gap_to_its_leaderboard(contaminated_run, tmp_path):
     # The report recomputes from the samples what the task's metrics said.
     assert (mmstar.subsets["image_only"].gap, mmstar.subsets["image_text"].n_flagged, mmstar.n_unjudged) == (1, 7, 1)
     assert mmstar.rates["image_only"] == 0.5 and mmstar.accuracy == 0.5
-    header = next(line for line in text.splitlines() if line.startswith("| model | mmbench: flagged - clean"))
+    header = next(line for line in text.splitlines() if line.startswith("| model | ai2d: flagged - clean"))
     assert header.count("flagged - clean") == len(SCANNABLE)
     row = next(line for line in text.splitlines() if line.startswith("| contam\\_test\\_contaminated"))
     assert row.count("image-only +100.0 (higher on contaminated items)") == len(SCANNABLE)

@@ -13,10 +13,15 @@ from __future__ import annotations
 from lmms_eval.api.instance import Instance
 from lmms_eval.api.model import lmms
 
+from lmms_contam.letters import option_letters
+
 
 def _gold(doc: dict) -> str:
     for field in ("contam_gold", "answer", "Answer"):
         if field in doc:
+            choices = doc.get("options", doc.get("choices"))
+            if isinstance(choices, list) and str(doc[field]).isdigit():  # AI2D, ScienceQA: an index into them
+                return option_letters(len(choices))[int(doc[field])]
             return str(doc[field])
     raise KeyError(f"document has no gold answer field; fields: {sorted(doc)}")
 

@@ -119,8 +119,8 @@ SPECS: dict[str, BenchmarkSpec] = {
             BuiltinScorer("lmms_eval.tasks.seedbench.utils", "seed_process_result", builtin.seedbench_correct),
             image_list=True, source=Source("lmms-lab-encoder/SEED-Bench", None, "test"),
             parser=Parser(column("question_id"), parsers.parse_seedbench),
-            columns=BenchmarkColumns(extra=(), answer_style="letter"), shape_doc=builtin.seedbench_doc,
-            option_layout=COLUMNS,
+            columns=BenchmarkColumns(extra=("question_type_id",), answer_style="letter"),
+            shape_doc=builtin.seedbench_doc, option_layout=COLUMNS,
         ),
         BenchmarkSpec(
             "mmbench", "MMBench", "mmbench/mmbench_en_dev_static.yaml",
