@@ -31,19 +31,14 @@ from lmms_contam.harness.registration import tasks_dir
 from lmms_contam.harness.scanned import SCANNED_METRICS, join_flags
 from lmms_contam.judge.run import judge_benchmark
 from lmms_contam.llm import EndpointConfig
-from lmms_contam.registry.specs import SCANNABLE
+from lmms_contam.registry.specs import SCANNABLE, SPECS
 from lmms_contam.report.build import build
 
 SPLITS = {"mmstar": "val", "mmbench": "dev", "mmmu": "validation"}
 OFFLINE = embedder_config("efficientnet-lite0")  # the scans count at its calibrated threshold
 BUILTIN = Path(lmms_utils.__file__).parent / "tasks"
-BUILTIN_YAML = {  # the built-in tasks the scanned ones score as (NaturalBench's asserts all 7600 rows)
-    "mmstar": BUILTIN / "mmstar" / "mmstar.yaml",
-    "realworldqa": BUILTIN / "realworldqa" / "realworldqa.yaml",
-    "seedbench": BUILTIN / "seedbench" / "seedbench.yaml",
-    "mmbench": BUILTIN / "mmbench" / "mmbench_en_dev_static.yaml",
-    "mme": BUILTIN / "mme" / "mme.yaml",
-}
+# The built-in tasks the scanned ones score as (NaturalBench's asserts all 7600 rows).
+BUILTIN_YAML = {name: BUILTIN / SPECS[name].lmms_eval_yaml for name in SCANNABLE if name != "naturalbench"}
 # MMStar's scripted judge: the captions answer the even-numbered items; item 6 gets no usable reply.
 ANSWERABLE_ITEMS, UNJUDGED_ITEM = {0, 2, 4, 16, 18, 20, 22}, 6
 
@@ -178,6 +173,7 @@ def test_the_oracle_shows_no_gap(with_scans, tmp_path):
 def test_scores_equal_the_builtin_tasks_on_the_same_items(with_scans, tmp_path, response, benchmarks):
     tasks = [f"{b}_{kind}_local" for b in benchmarks for kind in ("builtin", "scanned")]
     done = run(with_scans, "dummy", tasks, tmp_path, f"response={response}")
+    assert done.results, done.output[-3000:]
     for benchmark in benchmarks:
         builtin = done.results["results"][f"{benchmark}_builtin_local"]
         ours = done.results["results"][f"{benchmark}_scanned_local"]
