@@ -19,7 +19,6 @@ from tqdm.auto import tqdm
 from lmms_contam.atomic import atomic_path
 from lmms_contam.imaging import decoding_error, strict_decoding
 from lmms_contam.letters import option_letters
-from lmms_contam.registry.parsers import NATURALBENCH_SLOTS
 from lmms_contam.registry.specs import PERTURBABLE, SPECS, BenchmarkColumns
 
 SCHEMA_VERSION = 1
@@ -108,8 +107,9 @@ def validate(dataset: datasets.Dataset, benchmark: str, source: str) -> None:
                 )
         if table["original_answer"][row] == table["new_answer"][row]:
             raise PerturbedSetError(f"{where}: new_answer equals original_answer; a perturbation must change it")
-        if benchmark == "naturalbench" and table["group_slot"][row] not in NATURALBENCH_SLOTS:
-            raise PerturbedSetError(f"{where}: group_slot {table['group_slot'][row]!r} not in {NATURALBENCH_SLOTS}")
+        slots = SPECS[benchmark].group_slots
+        if slots and table["group_slot"][row] not in slots:
+            raise PerturbedSetError(f"{where}: group_slot {table['group_slot'][row]!r} not in {slots}")
     _check_images(dataset, source, table["item_id"])
 
 

@@ -16,6 +16,7 @@ import numpy as np
 from PIL import Image
 
 from lmms_contam.letters import option_letters
+from lmms_contam.registry.specs import SPECS
 from lmms_contam.schema import SCHEMA_VERSION, write_parquet
 from lmms_contam.synthetic.benchmark import build_test_set
 
@@ -299,9 +300,11 @@ def write_fixture_sets(folder: Path) -> dict[str, Path]:
 
 def hub_row(benchmark: str, row: dict, variant: str) -> dict:
     """One version of a fixture item as a row of the benchmark's hub dataset, written out here, not by the plugin's
-    document shapes. The image feature: `hub_image_feature`."""
+    document shapes."""
     perturbed = variant == "perturbed"
     answer, image = (row["new_answer"], row["image"]) if perturbed else (row["original_answer"], row["original_image"])
+    if benchmark == "realworldqa":  # the hub's rows have no index: items are numbered by position
+        return {"question": row["question"], "answer": answer, "image": image}
     if benchmark == "mmstar":
         return {"index": int(row["original_id"]), "question": row["question"], "answer": answer,
                 "category": row["category"], "l2_category": row["l2_category"], "image": image}  # fmt: skip
@@ -335,9 +338,10 @@ def write_hub_copy(benchmark: str, rows: list[dict], variant: str, path: Path) -
     """The fixture items of one version as a local copy of the benchmark in its hub layout."""
     import datasets
 
-    image = [datasets.Image()] if benchmark == "seedbench" else datasets.Image()
+    spec = SPECS[benchmark]
     table = datasets.Dataset.from_list([hub_row(benchmark, row, variant) for row in rows])
-    table.cast_column("image_1" if benchmark == "mmmu" else "image", image).to_parquet(str(path))
+    image = [datasets.Image()] if spec.image_list else datasets.Image()
+    table.cast_column(spec.image_field, image).to_parquet(str(path))
     return path
 
 

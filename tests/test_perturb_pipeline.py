@@ -139,9 +139,10 @@ def test_pipeline_builds_a_set_the_tasks_load_and_a_rerun_repeats_nothing(origin
 
 
 @pytest.mark.parametrize("benchmark", ["seedbench", "mmbench", "scienceqa", "ai2d", "mme", "mmmu"])
-def test_every_benchmark_built_from_the_hub_gets_a_valid_set(benchmark, flux, tmp_path):
-    """From a local copy in the hub's layout (SEED-Bench: a list of images per row; MMBench: a hint joined to
-    the question, a missing option "nan"; MME: yes/no, two questions per image)."""
+def test_perturb_builds_a_valid_set_from_a_copy_in_the_hub_layout(benchmark, flux, tmp_path):
+    """SEED-Bench: a list of images per row; MMBench: a hint joined to the question, a missing option "nan";
+    MME: yes/no, two questions per image. (MMStar has the tests above. RealWorldQA's and NaturalBench's fixtures
+    ask one question of several items, and the scripted judge tells items apart by their question.)"""
     rows = ROWS[benchmark](real_photos())
     parquet = write_hub_copy(benchmark, rows, "original", tmp_path / f"{benchmark}.parquet")
     items = [Item(benchmark, r["original_id"], r["question"], tuple(r["options"]), r["original_answer"], None)

@@ -2,7 +2,7 @@
 
 import datasets
 import pytest
-from fixtures import mmstar_rows, naturalbench_rows, real_photos
+from fixtures import mme_rows, mmstar_rows, naturalbench_rows, real_photos
 from PIL import ImageFile
 
 from lmms_contam.schema import PerturbedSetError, features_for, validate, write_parquet
@@ -69,13 +69,15 @@ def test_other_schema_version_is_refused(rows):
         validate(_dataset(bad), "mmstar", "fixture.parquet")
 
 
-def test_naturalbench_answers_are_option_texts_and_slots_are_checked():
-    rows = naturalbench_rows(real_photos())
-    validate(_dataset(rows, "naturalbench"), "naturalbench", "nb.parquet")
+@pytest.mark.parametrize("benchmark,rows,slot", [("naturalbench", naturalbench_rows, "q2_i0"),
+                                                ("mme", mme_rows, "q2")])  # fmt: skip
+def test_group_scored_answers_are_option_texts_and_slots_are_checked(benchmark, rows, slot):
+    rows = rows(real_photos())
+    validate(_dataset(rows, benchmark), benchmark, "set.parquet")
     bad = [dict(row) for row in rows]
-    bad[4]["group_slot"] = "q2_i0"
-    with pytest.raises(PerturbedSetError, match=r"row 4 .*group_slot 'q2_i0'"):
-        validate(_dataset(bad, "naturalbench"), "naturalbench", "nb.parquet")
+    bad[4]["group_slot"] = slot  # a third question about one MME image; a slot outside NaturalBench's 2x2
+    with pytest.raises(PerturbedSetError, match=rf"row 4 .*group_slot '{slot}'"):
+        validate(_dataset(bad, benchmark), benchmark, "set.parquet")
 
 
 def test_write_parquet_leaves_nothing_behind_on_bad_rows(rows, tmp_path):

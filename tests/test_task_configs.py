@@ -114,7 +114,23 @@ def _when_always_right(values: dict[str, float], n_options: int) -> dict[str, fl
     return expected
 
 
-def test_group_lists_the_three_paired_tasks(manager, with_sets):
+TEXT_ONLY_YAMLS = [p for p in TASK_YAMLS if p.stem.endswith("_text_only")]
+
+
+@pytest.mark.parametrize("path", TEXT_ONLY_YAMLS, ids=lambda p: p.stem)
+def test_text_only_tasks_can_send_no_image(path, manager, with_sets, monkeypatch):
+    """With no image, nothing of the task reads one: its doc_to_visual gives none, and it has no message builder
+    of its own (MMMU's built-in doc_to_messages reads the image), so chat loaders use text and visuals."""
+    monkeypatch.setenv("LMMS_CONTAM_TEXT_ONLY_IMAGE", "none")
+    name = _plain(path)["task"]
+    task = manager.load_task_or_group([name])[name]
+    doc = task.test_docs()[0]
+    assert doc["contam_text_only_input"] == "none" and task.config.doc_to_visual(doc) == []
+    assert task.config.doc_to_messages is None
+    assert isinstance(task.doc_to_text(doc), str)
+
+
+def test_group_lists_every_paired_task_built_from_the_hub(manager, with_sets):
     loaded = manager.load_task_or_group(["contam_paired"])
     (group,) = loaded
     assert sorted(loaded[group]) == sorted(f"{b}_contam" for b in PERTURB_FROM_HUB)

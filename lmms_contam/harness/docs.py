@@ -55,6 +55,8 @@ def build_docs(
 
     fingerprint = f"{stable_seed('lmms-contam-docs', raw._fingerprint, benchmark, name, str(set_manifest)):016x}"
     docs = raw.map(expand, batched=True, remove_columns=raw.column_names, new_fingerprint=fingerprint)
+    if docs.data.column(task.image_field).null_count == len(docs):  # text-only documents sent with no image
+        return docs
     return docs.cast_column(task.image_field, [datasets.Image()] if task.image_list else datasets.Image())
 
 
@@ -108,7 +110,7 @@ def text_only_visual(benchmark: str, builtin_visual: str) -> Callable[[dict], li
     module, name = builtin_visual.rsplit(".", 1)
 
     def doc_to_visual(doc: dict) -> list:
-        if doc[image_field] is None or doc[image_field] == []:
+        if doc[image_field] is None:
             return []
         return getattr(importlib.import_module(module), name)(doc)
 

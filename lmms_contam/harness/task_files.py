@@ -175,15 +175,20 @@ class _Benchmark:
         return GeneratedTask(self.spec.name, f"{folder}/{name}.yaml", about, self.source, config,
                              {f"{name}_{key}": value for key, value in functions.items()})  # fmt: skip
 
-    def local(self, family: str, tags: list[str], metrics: list[dict], **extra: object) -> GeneratedTask:
+    def local(self, family: str, tags: list[str], metrics: list[dict]) -> GeneratedTask:
         """A task over the resolved perturbed set (lmms-eval loads the locator line first)."""
-        config = {"dataset_path": "json", "dataset_kwargs": {"data_files": {"test": f"../{LOCATOR}"}},
-                  "test_split": "test", **self.prompt, **extra, "metric_list": metrics}  # fmt: skip
+        prompt = dict(self.prompt)
         name = json.dumps(self.spec.name)
         functions = {"docs": f"docs.task_docs({name}, {json.dumps(family)})",
                      "results": f"scoring.task_results({name}, {json.dumps(family)})"}  # fmt: skip
         if family == TEXT_ONLY:
-            functions["visual"] = f"docs.text_only_visual({name}, {json.dumps(self.prompt['doc_to_visual'])})"
+            # The image the document may withhold: its own doc_to_visual, and no message builder (MMMU's
+            # doc_to_messages reads the image itself); chat loaders then build messages from text and visuals.
+            functions["visual"] = f"docs.text_only_visual({name}, {json.dumps(prompt['doc_to_visual'])})"
+            prompt["doc_to_visual"] = Function(f"{self.module}.{self.spec.name}_{family}_visual")
+            prompt.pop("doc_to_messages", None)
+        config = {"dataset_path": "json", "dataset_kwargs": {"data_files": {"test": f"../{LOCATOR}"}},
+                  "test_split": "test", **prompt, "metric_list": metrics}  # fmt: skip
         return self.task(family, tags, config, functions)
 
     def tasks(self) -> Iterator[GeneratedTask]:
@@ -198,9 +203,7 @@ class _Benchmark:
             yield self.local(CONTAM, detectors, _metric_entries(PAIRED_METRICS, module))
         if spec.option_layout:
             for detector in (CIRCULAR, OPTION_SHUFFLE, TEXT_ONLY):
-                visual = {"doc_to_visual": Function(f"{module}.{spec.name}_{detector}_visual")}
-                yield self.local(detector, detectors, _metric_entries(DETECTOR_METRICS[detector], module),
-                                 **(visual if detector == TEXT_ONLY else {}))  # fmt: skip
+                yield self.local(detector, detectors, _metric_entries(DETECTOR_METRICS[detector], module))
         if spec.scannable:
             hub = {key: self.base[key] for key in HUB_KEYS if key in self.base}
             metrics = [*self.builtin_metrics, *_metric_entries(scanned.SCANNED_METRIC_LIST, module)]

@@ -55,7 +55,7 @@ class BuiltinTask:
         """A document showing `image` (none: None) and the row, with `shown`'s fields (a question and options in
         another order) in place of the row's, and `gold` as the answer."""
         doc = self.shape_doc({**row, **(shown or {})}, gold, self.image_field)
-        doc[self.image_field] = ([] if image is None else [image]) if self.image_list else image
+        doc[self.image_field] = [image] if self.image_list and image is not None else image
         doc.update(
             contam_item_id=row["item_id"],
             contam_original_id=row["original_id"],

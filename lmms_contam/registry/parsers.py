@@ -23,6 +23,7 @@ MMSTAR_OPTIONS = re.compile(r"\nOptions: A: (?P<body>.*)$", re.S)
 LETTER_LINE = re.compile(r"^([A-Z])\.\s+(.*)$")
 MMBENCH_COPY_OFFSET = 1_000_000  # MMBench numbers the circular copies of item i as i + k * 1e6
 NATURALBENCH_SLOTS = ("q0_i0", "q0_i1", "q1_i0", "q1_i1")  # question x image of a group, by Index % 4
+MME_SLOTS = ("q0", "q1")  # the two questions about one image, in row order
 
 
 def mmstar_options(question: str) -> list[str] | None:

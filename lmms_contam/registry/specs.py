@@ -51,6 +51,7 @@ class BenchmarkSpec:
     # (the scheme's metrics are in harness.scoring.GROUP_SCHEMES), groups read from a hub row and its id.
     group_scheme: str | None = None
     group_of: Callable[[dict, str], tuple[str, str]] | None = None
+    group_slots: tuple[str, ...] = ()  # the slots of a group; a set's group_slot column holds only these
     applied_by_scorer: tuple[str, ...] = ()  # blocks of the built-in task its scorer applies itself, so not carried
     image_field: str = "image"  # the built-in task's image column
     image_list: bool = False  # the column holds a list of images (SEED-Bench's frames; one for image items)
@@ -105,7 +106,7 @@ SPECS: dict[str, BenchmarkSpec] = {
                           lambda doc, out: int(out["naturalbench_G_ACC"]["score"]
                                                == builtin.naturalbench_gold_value(doc["Answer"]))),
             image_field="Image", doc_to_target="Answer",
-            group_scheme="naturalbench", group_of=parsers.naturalbench_group,
+            group_scheme="naturalbench", group_of=parsers.naturalbench_group, group_slots=parsers.NATURALBENCH_SLOTS,
             source=Source("BaiqiL/NaturalBench-lmms-eval", None, "test"),
             parser=Parser(column("Index"), parsers.parse_naturalbench),
             columns=BenchmarkColumns(extra=("question_type", "group_id", "group_slot"), answer_style="text"),
@@ -137,7 +138,7 @@ SPECS: dict[str, BenchmarkSpec] = {
                           lambda _doc, out: int(next(iter(out.values()))["score"])),
             source=Source("lmms-lab-encoder/MME", None, "test"),
             parser=Parser(lambda rows: parsers.occurrence_ids(rows["question_id"]), parsers.parse_mme),
-            group_scheme="mme", group_of=parsers.mme_group,
+            group_scheme="mme", group_of=parsers.mme_group, group_slots=parsers.MME_SLOTS,
             columns=BenchmarkColumns(extra=("category", "group_id", "group_slot"), answer_style="text"),
             shape_doc=builtin.mme_doc,
         ),
