@@ -8,6 +8,7 @@ import sys
 
 from lmms_contam import __version__
 from lmms_contam.commands import corpus, experiments, judging, perturbing, reporting, sets
+from lmms_contam.commands.common import stop
 
 GROUPS = (sets, perturbing, corpus, judging, reporting, experiments)
 
@@ -26,7 +27,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.run(args)
+    try:
+        return args.run(args)
+    except KeyboardInterrupt:  # every output is written to a temporary name first: nothing is left looking whole
+        return stop(args.command, "interrupted; nothing unfinished was left looking complete, and a rerun of the "
+                    "same command repeats no stored work", 130)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from PIL import Image
 from tqdm.auto import tqdm
 
 from lmms_contam.imaging import data_uri
-from lmms_contam.redact import environment_secrets, redact
+from lmms_contam.redact import environment_secrets, redact, redact_url
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -56,7 +56,7 @@ class EndpointConfig:
         return cls(**values)
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "base_url": redact_url(self.base_url)}
 
 
 @dataclass(frozen=True)
@@ -208,7 +208,7 @@ class ChatClient:
 
     def identity(self) -> dict:
         """What decides the answers apart from the request: the model and the server it is asked on."""
-        return {"model": self.config.model, "base_url": str(self._client.base_url)}
+        return {"model": self.config.model, "base_url": redact_url(str(self._client.base_url))}
 
     def redact(self, text: str) -> str:
         return redact(text, self._secrets)

@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import datasets
+import pyarrow as pa
+import pyarrow.parquet as pq
 from PIL import Image as PILImage
 from tqdm.auto import tqdm
 
@@ -70,6 +72,8 @@ def allowed_answers(benchmark: str, options: list[str]) -> list[str]:
 
 def validate(dataset: datasets.Dataset, benchmark: str, source: str) -> None:
     """Raise PerturbedSetError on the first problem, naming the source, row and field."""
+    if len(dataset) == 0:
+        raise PerturbedSetError(f"{source}: holds no rows")
     expected = features_for(benchmark)
     missing = [name for name in expected if name not in dataset.column_names]
     if missing:
@@ -136,6 +140,22 @@ def _decode_or_fail(value: dict | None, where: str) -> None:
             image.load()
     except (OSError, SyntaxError, ValueError) as exc:
         raise PerturbedSetError(f"{where}: unreadable image ({decoding_error(exc)})") from exc
+
+
+def read_set_files(files: list[str]) -> datasets.Dataset:
+    """A set's parquet files as one split; a damaged, truncated or empty file is refused by name."""
+    for file in files:
+        try:
+            rows = pq.ParquetFile(file).metadata.num_rows
+        except (pa.ArrowException, OSError) as exc:
+            raise PerturbedSetError(f"{file}: not a readable parquet file (truncated or damaged?): {exc}") from exc
+        if rows == 0:
+            raise PerturbedSetError(f"{file}: holds no rows")
+    try:
+        return datasets.load_dataset("parquet", data_files={"test": files}, split="test")
+    except (pa.ArrowException, datasets.exceptions.DatasetGenerationError, OSError) as exc:
+        cause = exc.__cause__ or exc
+        raise PerturbedSetError(f"{', '.join(files)}: not a readable parquet set ({cause})") from exc
 
 
 def manifest_beside(data_file: Path) -> Path:

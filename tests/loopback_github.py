@@ -6,14 +6,17 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from collections import Counter
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class LoopbackGitHub:
     """`raw[path]` and `assets[name]` hold the bytes served; `faults[path]` is a list of faults to apply, one
     per request, in order: "drop" (half the body, then the connection closes), "corrupt" (one byte
-    flipped), or an HTTP status (403 comes as a used-up rate limit)."""
+    flipped), "drip" (one byte a second until the client gives up), or an HTTP status (403 comes as a
+    used-up rate limit). `edit_listing`, where set, changes the release listing's assets before it is served."""
 
     def __init__(self, repository: str, tag: str) -> None:
         self.repository, self.tag = repository, tag
@@ -22,6 +25,7 @@ class LoopbackGitHub:
         self.faults: dict[str, list] = {}
         self.requests: list[tuple[str, dict]] = []
         self.digests = True  # list each asset's sha256 digest, as GitHub does for new releases
+        self.edit_listing: Callable[[list[dict]], None] | None = None
         self._lock = threading.Lock()
         server = self
 
@@ -51,6 +55,8 @@ class LoopbackGitHub:
                     self.send_header("content-range", f"bytes {start}-{len(body) - 1}/{len(body)}")
                 self.send_header("content-length", str(len(body) - start))
                 self.end_headers()
+                if fault == "drip":
+                    return self._drip(body[start:])
                 if fault == "drop":
                     self.wfile.write(body[start : start + (len(body) - start) // 2])
                     self.wfile.flush()
@@ -58,6 +64,16 @@ class LoopbackGitHub:
                     self.connection.shutdown(2)
                     return
                 self.wfile.write(body[start:])
+
+            def _drip(self, data: bytes) -> None:
+                try:
+                    for index in range(len(data)):
+                        self.wfile.write(data[index : index + 1])
+                        self.wfile.flush()
+                        time.sleep(1.0)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up, as it should
+                self.close_connection = True
 
             def _send(self, status: int, data: bytes, rate_limited: bool = False) -> None:
                 self.send_response(status)
@@ -88,6 +104,8 @@ class LoopbackGitHub:
             assets = [{"name": name, "size": len(data), "browser_download_url": f"{self.base}/download/{name}",
                        **({"digest": f"sha256:{hashlib.sha256(data).hexdigest()}"} if self.digests else {})}
                       for name, data in self.assets.items()]  # fmt: skip
+            if self.edit_listing:
+                self.edit_listing(assets)
             return json.dumps({"tag_name": self.tag, "assets": assets}).encode()
         if path.startswith("/raw/"):
             return self.raw.get(path.removeprefix("/raw/"))

@@ -48,6 +48,7 @@ from test_perturb_pipeline import (  # noqa: F401 (flux and originals are fixtur
     perturb,
     write_config,
 )
+from test_verify_set import KEPT, imported, recipe, scripted, verify  # noqa: F401 (imported is a fixture)
 
 from lmms_contam.cli import main
 from lmms_contam.corpus.embed import EfficientNetLite0Embedder
@@ -226,6 +227,14 @@ def test_scan_recomputes_what_a_changed_input_affects(fault, scan_inputs, tmp_pa
     rerun = _scan_outcome(tmp_path / "out")
     assert rerun == _scan_outcome(tmp_path / "fresh")
     assert rerun != before, "the change should have changed the result"
+
+
+def test_scan_refuses_an_unreachable_ray_cluster_within_seconds(scan_inputs, tmp_path, capsys):
+    """Ray itself retried an address with nothing behind it for minutes."""
+    started = time.monotonic()
+    code, err = run_cli(capsys, *_scan_argv(scan_inputs, tmp_path / "out", "--ray", "127.0.0.1:9"))
+    assert time.monotonic() - started < 15
+    assert_refused(code, err, "--ray 127.0.0.1:9: no Ray cluster answers there within 10 s", [tmp_path / "out"])
 
 
 def test_scan_killed_then_rerun_equals_an_uninterrupted_scan(scan_inputs, tmp_path):
@@ -624,7 +633,25 @@ def _drop_column(root: Path) -> None:
     table.drop(columns=["image_path"]).to_csv(path, sep="\t", index=False)
 
 
+def _set_cell(row: int, column: str, value: str) -> Callable[[Path], None]:
+    """One cell of the TSV (read as strings) set to `value`; every other cell written back as it was."""
+
+    def change(root: Path) -> None:
+        path = root / "MMStar_pert_local.tsv"
+        table = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False)
+        table.loc[row, column] = value
+        table.to_csv(path, sep="\t", index=False)
+
+    return change
+
+
 IMPORT_REFUSED = [
+    Fault("an empty TSV", lambda r: (r / "MMStar_pert_local.tsv").write_bytes(b""),
+          "MMStar_pert_local.tsv: empty file (no header line)"),
+    Fault("an index ' 3' beside '3'", _set_cell(4, "index", " 3"),
+          "MMStar_pert_local.tsv: data row 5 repeats index '3' of data row 4"),
+    Fault("a NUL byte in an answer", _set_cell(0, "answer", "B\x00"), "MMStar_pert_local.tsv: line 2 holds a NUL byte"),
+    Fault("a NUL byte in an index", _set_cell(3, "index", "3\x00"), "holds a NUL byte: a damaged file, not text"),
     Fault("a TSV cut mid-row", _cut_tsv, "MMStar_pert_local.tsv: the last line has no line end"),
     Fault("a TSV without image_path", _drop_column, "MMStar_pert_local.tsv: missing column(s) image_path"),
     Fault("an undecodable image", lambda r: (r / "images/MMStar_semantic_flux/5.jpg").write_text("garbage"),
@@ -661,8 +688,9 @@ def harness_run(tmp_path_factory, fixture_sets) -> Path:
     out = tmp_path_factory.mktemp("lmms-eval-out")
     with pytest.MonkeyPatch.context() as monkeypatch:
         point_at_sets(monkeypatch, fixture_sets)
-        run = run_lmms_eval(["--model", "contam_test_memoriser", "--tasks", "mmstar_contam"], out)
-    assert run.results, run.output[-3000:]
+        tasks = "mmstar_contam,mmstar_option_shuffle,realworldqa_original,realworldqa_perturbed"
+        run = run_lmms_eval(["--model", "contam_test_memoriser", "--tasks", tasks], out)
+    assert len(run.results.get("results", {})) == 4, run.output[-3000:]
     return out
 
 
@@ -674,6 +702,21 @@ def _edit_line(number: int, edit: Callable[[dict], object]) -> Callable[[Path], 
         sample = json.loads(path.read_text().splitlines()[number - 1])
         edit(sample)
         _set_line(number, json.dumps(sample))(root)
+
+    return change
+
+
+def _answered_right(task: str, variant: str) -> Callable[[Path], None]:
+    """Every `variant` sample of the task's samples file scored right: a well-formed file the run did not write
+    (as a samples file of another model is)."""
+
+    def change(root: Path) -> None:
+        (path,) = root.rglob(f"*_samples_{task}.jsonl")
+        samples = [json.loads(line) for line in path.read_text().splitlines()]
+        for sample in samples:
+            if sample["contam_ids"]["variant"] == variant:
+                sample["contam_ids"]["correct"] = 1
+        path.write_text("".join(json.dumps(sample) + "\n" for sample in samples))
 
     return change
 
@@ -722,6 +765,15 @@ REPORT_REFUSED = [
           "_results.json: an lmms-eval results file is a JSON object, not a list"),
     Fault("configs that is not a mapping", _edit_results(lambda r: r.update(configs=["mmstar_contam"])),
           "_results.json: 'configs' is a list, expected an object"),
+    Fault("samples of another run", _answered_right("mmstar_contam", "perturbed"),
+          f"{SAMPLES}: its samples give acc_perturbed = 1, but "),
+    Fault("detector samples of another run", _answered_right("mmstar_option_shuffle", "shuffled"),
+          "_samples_mmstar_option_shuffle.jsonl: its samples give acc_shuffled = 1, but "),
+    Fault("single-version samples of another run", _answered_right("realworldqa_perturbed", "perturbed"),
+          "_samples_realworldqa_perturbed.jsonl: its samples give contam_acc = 1, but "),
+    Fault("results that do not log the cross-checked figure",
+          _edit_results(lambda r: r["results"]["realworldqa_original"].pop("contam_acc,none")),
+          "no contam_acc for task realworldqa_original, so its samples cannot be checked against the run"),
     Fault("another task version",
           _edit_results(lambda r: r["configs"]["mmstar_contam"].update(metadata=[{"version": 2.0}])),
           "task mmstar_contam version 2.0"),
@@ -748,7 +800,7 @@ def test_report_writes_all_outputs_or_none_and_reads_one_run_under_two_spellings
     relative = Path(harness_run.name)
     code, err = run_cli(capsys, "report", relative, harness_run, f"./{relative}/../{relative}", "--json", outputs[0])
     assert code == 0, err
-    assert len(json.loads(outputs[0].read_text())["results"]) == 1
+    assert len(json.loads(outputs[0].read_text())["results"]) == 2  # mmstar and realworldqa, each once
 
 
 def test_report_escapes_what_the_user_wrote(harness_run, tmp_path, capsys):
@@ -775,3 +827,64 @@ def test_report_killed_then_rerun_equals_an_uninterrupted_report(harness_run, tm
     assert (tmp_path / "killed.json").read_text() == (tmp_path / "whole.json").read_text()
     assert (tmp_path / "killed.md").read_text() == (tmp_path / "whole.md").read_text()
     no_temporary_files(tmp_path)
+
+
+# ---------------------------------------------------------------- verify and datasets --check
+
+
+def _judge_that_fails_until(fixed: dict):
+    """A judge whose every reply is unusable until `fixed["now"]` is set, then the scripted verdicts."""
+    verdicts = scripted()
+
+    def script(body, number):
+        return verdicts(body, number) if fixed["now"] else (200, completion("I cannot decide."), 0.0)
+
+    return script
+
+
+def test_a_failed_verify_leaves_the_earlier_subset_and_asks_again_once_the_judge_works(imported, tmp_path):  # noqa: F811
+    """A rerun whose judge gave garbage for every item removed the earlier good subset; its unusable replies were
+    stored and never asked again, so the rerun after the fix made no call and was still refused."""
+    with LoopbackServer(scripted()) as good:
+        assert verify(str(imported), "--config", str(recipe(tmp_path, good))).returncode == 0
+    subset = [imported / "verified" / "data.parquet", imported / "verified" / "data.manifest.json"]
+    before = [path.read_bytes() for path in subset]
+    fixed = {"now": False}
+    with LoopbackServer(_judge_that_fails_until(fixed)) as flaky:
+        config = str(recipe(tmp_path, flaky))
+        failed = verify(str(imported), "--config", config)
+        assert failed.returncode == 1 and "Traceback" not in failed.stderr, failed.stderr
+        assert "judge: every API call failed (12 item(s)); first error: UnusableReply" in failed.stderr
+        assert [path.read_bytes() for path in subset] == before, "a failed run changed the earlier subset"
+        fixed["now"] = True
+        mended = verify(str(imported), "--config", config)
+    assert mended.returncode == 0, mended.stderr
+    assert len(flaky.requests) == 12 + 12, "the unusable replies were not asked again"
+    assert f"kept {len(KEPT)} of 12 items" in mended.stdout
+
+
+def test_verify_refuses_a_truncated_set_in_one_line(imported, tmp_path, capsys):  # noqa: F811
+    data = imported / "data.parquet"
+    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
+    code, err = run_cli(capsys, "verify", imported, "--config", recipe(tmp_path, LoopbackServer(scripted())))
+    assert_refused(code, err, f"{data}: not a readable parquet file (truncated or damaged?)",
+                   [imported / "verified"])  # fmt: skip
+
+
+def _zero_rows(path: Path) -> None:
+    datasets.Dataset.from_parquet(str(path)).select([]).to_parquet(str(path))
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    (lambda p: p.write_bytes(p.read_bytes()[: p.stat().st_size // 2]), "not a readable parquet file (truncated"),
+    (lambda p: p.write_bytes(b""), "not a readable parquet file (truncated or damaged?): Parquet file size is 0"),
+    (_zero_rows, "holds no rows"),
+], ids=["truncated", "0 bytes", "0 rows"])  # fmt: skip
+def test_datasets_check_names_a_damaged_set_in_one_line(change, expected, fixture_sets, tmp_path, monkeypatch, capsys):
+    copy = tmp_path / "mmstar.parquet"
+    shutil.copy(fixture_sets["mmstar"], copy)
+    change(copy)
+    monkeypatch.setenv("LMMS_CONTAM_DATASET_MMSTAR", str(copy))
+    code, err = run_cli(capsys, "datasets", "--check", "mmstar")
+    assert code == 1 and f"mmstar: {copy}: {expected}" in err, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err

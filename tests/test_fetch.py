@@ -7,8 +7,11 @@ from __future__ import annotations
 import io
 import json
 import os
+import stat
 import subprocess
 import sys
+import tarfile
+import time
 import zipfile
 from pathlib import Path
 
@@ -184,3 +187,171 @@ def test_lmms_eval_provisions_the_set_itself_and_scores_it(release, tmp_path, mo
     assert metric(run, "mmstar_contam", "delta") == -1.0
     assert "fetching the paper authors' release" in run.output
     assert github.count("/download/") == 1
+
+
+# ---------------------------------------------------------------- hostile releases and networks
+
+
+def _split_archive(archive: bytes) -> tuple[bytes, bytes]:
+    """The release's images in two archives, every other image in each, in the same folder layout."""
+    parts = (io.BytesIO(), io.BytesIO())
+    with zipfile.ZipFile(io.BytesIO(archive)) as whole:
+        images = [name for name in whole.namelist() if name.endswith(".jpg")]
+        with zipfile.ZipFile(parts[0], "w") as first, zipfile.ZipFile(parts[1], "w") as second:
+            for number, name in enumerate(images):
+                (first, second)[number % 2].writestr(name, whole.read(name))
+    return parts[0].getvalue(), parts[1].getvalue()
+
+
+def _imported(tmp_path: Path) -> list[dict]:
+    folder = tmp_path / "home" / "datasets" / "mmstar"
+    return datasets.load_dataset("parquet", data_files=str(folder / "data.parquet"), split="train").to_list()
+
+
+def test_a_release_in_several_archives_loses_no_image(release, tmp_path):
+    """MMStar.part1.zip and MMStar.part2.zip unpacked into one folder named up to the first dot overwrote each
+    other: exit 0 with half the rows."""
+    with serve(release) as github:
+        github.assets = dict(zip(("MMStar.part1.zip", "MMStar.part2.zip"), _split_archive(release["archive"]),
+                                 strict=True))  # fmt: skip
+        done = fetch(environment(github, tmp_path / "home", release))
+    assert done.returncode == 0, done.stderr
+    assert len(_imported(tmp_path)) == release["kept"]
+    unpacked = tmp_path / "home" / "downloads" / "mm-perturb" / "images"
+    assert sorted(p.name for p in unpacked.iterdir() if p.is_dir()) == ["MMStar.part1.zip", "MMStar.part2.zip"]
+
+
+def test_a_cached_archive_of_the_wrong_size_is_fetched_again(release, tmp_path):
+    """A listing without digests: the cached file was reused whatever its size (exit 0, half the rows)."""
+    downloads = tmp_path / "home" / "downloads" / "mm-perturb"
+    downloads.mkdir(parents=True)
+    (downloads / ASSET).write_bytes(_split_archive(release["archive"])[0])  # a whole zip, but not the listed one
+    with serve(release) as github:
+        github.digests = False
+        done = fetch(environment(github, tmp_path / "home", release))
+    assert done.returncode == 0, done.stderr
+    assert github.count("/download/") == 1 and len(_imported(tmp_path)) == release["kept"]
+    record = json.loads((tmp_path / "home" / "datasets" / "mmstar" / "fetch.json").read_text())
+    assert record["archives"][0]["checked"] == ["size"]  # no digest listed: the size is what was checked
+
+
+def _tar_with(*members: tarfile.TarInfo) -> bytes:
+    data = io.BytesIO()
+    with tarfile.open(fileobj=data, mode="w") as archive:
+        photo = real_photos()[0]
+        info = tarfile.TarInfo("images/MMStar_semantic_flux/0.jpg")
+        info.size = len(photo)
+        archive.addfile(info, io.BytesIO(photo))
+        for member in members:
+            archive.addfile(member)
+    return data.getvalue()
+
+
+def _tar_member(name: str, kind: bytes, link: str = "") -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname = kind, link
+    return info
+
+
+def _zip_link_not_utf8() -> bytes:
+    data = io.BytesIO()
+    with zipfile.ZipFile(data, "w") as archive:
+        archive.writestr("images/MMStar_semantic_flux/0.jpg", real_photos()[0])
+        link = zipfile.ZipInfo("images/link")
+        link.external_attr = (stat.S_IFLNK | 0o777) << 16
+        archive.writestr(link, b"\xff\xfe\xfd")
+    return data.getvalue()
+
+
+HOSTILE_ARCHIVES = [  # (asset name, bytes, what stderr names)
+    ("images.tar", _tar_with(_tar_member("images/pipe", tarfile.FIFOTYPE)),
+     "member 'images/pipe' has a special file type (a FIFO)"),
+    ("images.tar", _tar_with(_tar_member("images/disk", tarfile.BLKTYPE)),
+     "member 'images/disk' has a special file type (a device)"),
+    # Each link stays inside by its own path; followed one after the other they lead out of the folder.
+    ("images.tar", _tar_with(_tar_member("d", tarfile.DIRTYPE), _tar_member("d/up", tarfile.SYMTYPE, ".."),
+                             _tar_member("d/up/out", tarfile.SYMTYPE, "..")), "images.tar: unpacking failed"),
+    ("images.zip", _zip_link_not_utf8(), "member 'images/link' has a link target that is not UTF-8 text"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "archive", "expected"), HOSTILE_ARCHIVES,
+                         ids=["a FIFO", "a device", "a symlink chain out", "a zip link that is not text"])  # fmt: skip
+def test_an_archive_with_a_member_that_may_not_be_unpacked_is_refused_in_one_line(name, archive, expected, release,
+                                                                                  tmp_path):  # fmt: skip
+    with serve(release) as github:
+        github.assets = {name: archive}
+        done = fetch(environment(github, tmp_path / "home", release))
+    assert done.returncode == 2 and expected in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    unpacked = tmp_path / "home" / "downloads" / "mm-perturb" / "images"
+    assert not list(unpacked.glob(".*partial")) and not list(unpacked.glob(name)), "an unpacking was left behind"
+    assert not (tmp_path / "home" / "datasets").exists()
+
+
+def test_an_asset_without_a_download_url_is_refused_in_one_line(release, tmp_path):
+    with serve(release) as github:
+        github.edit_listing = lambda assets: assets[0].pop("browser_download_url")
+        done = fetch(environment(github, tmp_path / "home", release))
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert f"asset '{ASSET}' has no browser_download_url" in done.stderr and github.listing_path in done.stderr
+
+
+def test_the_token_goes_only_to_the_configured_hosts(release, tmp_path):
+    """A listing may name any host for its assets: the token is not sent there (the download itself is checked
+    against the listed size and digest as always)."""
+    with serve(release) as github, serve(release) as elsewhere:
+        github.edit_listing = lambda assets: assets[0].update(browser_download_url=f"{elsewhere.base}/download/{ASSET}")
+        done = fetch(environment(github, tmp_path / "home", release))
+    assert done.returncode == 0, done.stderr
+    assert elsewhere.count("/download/") == 1 and github.count("/download/") == 0
+    assert not any("authorization" in headers for _, headers in elsewhere.requests)
+    assert all(headers.get("authorization") == f"Bearer {TOKEN}" for _, headers in github.requests)
+
+
+def test_a_download_that_drips_is_given_up_and_resumed(release, tmp_path):
+    """One byte a second never trips a read timeout: a stall deadline gives it up, and a rerun resumes."""
+    with serve(release) as github:
+        github.faults[f"/download/{ASSET}"] = ["drop", "drip"]  # half the file, then a trickle
+        env = environment(github, tmp_path / "home", release, LMMS_CONTAM_DOWNLOAD_STALL_S="3")
+        started = time.monotonic()
+        stalled = fetch(env)
+        seconds = time.monotonic() - started
+        part = tmp_path / "home" / "downloads" / "mm-perturb" / f"{ASSET}.part"
+        kept = part.stat().st_size
+        resumed = fetch(env)
+    assert stalled.returncode == 2 and "the download stalled" in stalled.stderr, stalled.stderr
+    assert f"rerun to resume from byte {kept}" in stalled.stderr and kept >= len(release["archive"]) // 2 - (1 << 20)
+    assert seconds < 60, f"a stalled download took {seconds:.0f} s to give up"
+    assert resumed.returncode == 0, resumed.stderr
+    ranges = [headers.get("range") for path, headers in github.requests if path == f"/download/{ASSET}"]
+    assert ranges[-1] == f"bytes={kept}-"
+
+
+@pytest.mark.parametrize("api", ["http://127.0.0.1:9", "http://no-such-host.invalid"],
+                         ids=["a refused connection", "a name that does not resolve"])  # fmt: skip
+def test_an_offline_machine_fails_fast_with_one_line(api, release, tmp_path):
+    env = {**environment(LoopbackGitHub(REPOSITORY, TAG), tmp_path / "home", release), "LMMS_CONTAM_GITHUB_API": api,
+           "LMMS_CONTAM_GITHUB_RAW": api}  # fmt: skip
+    started = time.monotonic()
+    done = fetch(env)
+    assert time.monotonic() - started < 30
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "this machine seems offline" in done.stderr and "LMMS_CONTAM_AUTO_FETCH=0" in done.stderr
+
+
+def test_showing_where_the_sets_are_never_downloads(release, tmp_path):
+    with serve(release) as github:
+        env = environment(github, tmp_path / "home", release)
+        env.pop("HF_HUB_OFFLINE", None)  # downloads allowed: the tasks would fetch on first use
+        shown = subprocess.run([sys.executable, "-m", "lmms_contam.cli", "datasets", "mmstar", "realworldqa"],
+                               capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
+        checked = subprocess.run([sys.executable, "-m", "lmms_contam.cli", "datasets", "--check", "mmstar"],
+                                 capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
+    assert not github.requests and not (tmp_path / "home" / "datasets").exists()
+    assert shown.returncode == 0, shown.stderr
+    for benchmark in ("mmstar", "realworldqa"):
+        folder = tmp_path / "home" / "datasets" / benchmark
+        shown_line = f"{benchmark}: not here yet: the tasks fetch the paper authors' release (github.com/{REPOSITORY}, "
+        assert f"{shown_line}release {TAG}) into {folder} on first use" in shown.stdout
+    assert checked.returncode == 1 and "lmms-contam fetch mm-perturb --benchmark mmstar" in checked.stderr

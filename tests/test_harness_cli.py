@@ -6,6 +6,7 @@ bounds are checked against `lmms_contam.stats` (a bootstrap has no closed form t
 
 from __future__ import annotations
 
+import random
 from collections import defaultdict
 from pathlib import Path
 
@@ -157,20 +158,27 @@ BUILTIN_METRICS = {"mmstar": (*MMSTAR_CATEGORIES, "average"), "realworldqa": ("e
 BUILTIN_FILTER = {"ai2d": "flexible-extract"}  # the filter a built-in reports its metrics under (else none)
 
 
-@pytest.mark.parametrize("response,benchmarks", [("B", ["mmstar", "realworldqa", "seedbench", "mmbench", "scienceqa",
-                                                        "ai2d", "mmmu"]),
-                                                 ("Yes", ["mme"])])  # fmt: skip
-def test_perturbed_tasks_score_as_the_builtin_tasks(with_sets, rows, tmp_path, response, benchmarks):
-    """lmms-eval's own task of each benchmark, pointed at the same items, gives the same metrics and prompts."""
-    include = tmp_path / "include"
+def builtin_tasks_on(rows: dict[str, list[dict]], benchmarks: list[str], folder: Path) -> Path:
+    """An --include_path folder of lmms-eval's own task of each benchmark (`<benchmark>_builtin_local`), pointed
+    at the perturbed versions of the fixture's items."""
+    include = folder / "include"
     include.mkdir()
     for benchmark in benchmarks:
-        path = write_hub_copy(benchmark, rows[benchmark], "perturbed", tmp_path / f"{benchmark}_builtin.parquet")
+        path = write_hub_copy(benchmark, rows[benchmark], "perturbed", folder / f"{benchmark}_builtin.parquet")
         (include / f"{benchmark}_builtin_local.yaml").write_text(
             f"include: {BUILTIN / SPECS[benchmark].lmms_eval_yaml}\ntask: {benchmark}_builtin_local\n"
             f"dataset_path: parquet\ndataset_name: null\ndataset_kwargs:\n  data_files:\n"
             f"    {BUILTIN_SPLIT.get(benchmark, 'test')}: {path}\n"
         )
+    return include
+
+
+@pytest.mark.parametrize("response,benchmarks", [("B", ["mmstar", "realworldqa", "seedbench", "mmbench", "scienceqa",
+                                                        "ai2d", "mmmu"]),
+                                                 ("Yes", ["mme"])])  # fmt: skip
+def test_perturbed_tasks_score_as_the_builtin_tasks(with_sets, rows, tmp_path, response, benchmarks):
+    """lmms-eval's own task of each benchmark, pointed at the same items, gives the same metrics and prompts."""
+    include = builtin_tasks_on(rows, benchmarks, tmp_path)
     for benchmark in benchmarks:
         expected = [int(r["new_answer"] == response) for r in rows[benchmark]]
         assert 0 < sum(expected) < len(expected), f"{benchmark}: the fixture must give a mixed score"
@@ -193,6 +201,34 @@ def test_perturbed_tasks_score_as_the_builtin_tasks(with_sets, rows, tmp_path, r
     if "mmstar" in benchmarks:  # MMStar's post-prompt, as its built-in task writes it
         prompts = [s["input"] for s in run.samples["mmstar_perturbed"]]
         assert all(p.endswith("Answer with the option's letter from the given choices directly") for p in prompts)
+
+
+def test_mmmu_scores_a_reply_naming_no_letter_by_a_draw_of_the_document_alone(with_sets, rows, tmp_path):
+    """MMMU's parser draws a letter from Python's global `random` for a reply that names none ("Yes"): the
+    plugin's draw is seeded from the document's id and version, so a run holding the built-in task too (whose
+    draws moved the global state) scores each document as a run of the plugin's task alone does."""
+    include = builtin_tasks_on(rows, ["mmmu"], tmp_path)
+    tasks = "mmmu_builtin_local,mmmu_original,mmmu_perturbed"
+    together = run_lmms_eval(["--model", "dummy", "--model_args", "response=Yes", "--include_path", str(include),
+                              "--tasks", tasks], tmp_path / "together")  # fmt: skip
+    alone = run_lmms_eval(["--model", "dummy", "--model_args", "response=Yes", "--tasks", "mmmu_perturbed"],
+                          tmp_path / "alone")  # fmt: skip
+
+    def correctness(run, task: str) -> dict[str, int]:
+        return {line["contam_ids"]["item_id"]: line["contam_ids"]["correct"] for line in run.samples[task]}
+
+    def drawn(row: dict, variant: str) -> int:
+        random.seed(stats.stable_seed(row["item_id"], variant))
+        gold = row["new_answer"] if variant == "perturbed" else row["original_answer"]
+        return int(random.choice(["A", "B", "C", "D"]) == gold)
+
+    for variant in ("original", "perturbed"):
+        expected = {row["item_id"]: drawn(row, variant) for row in rows["mmmu"]}
+        assert correctness(together, f"mmmu_{variant}") == expected, variant
+        accuracy = sum(expected.values()) / len(expected)
+        assert metric(together, f"mmmu_{variant}", "mmmu_acc") == pytest.approx(accuracy, abs=1e-5)  # rounded by it
+    assert correctness(alone, "mmmu_perturbed") == correctness(together, "mmmu_perturbed")
+    assert 0 < sum(correctness(together, "mmmu_original").values()) < len(rows["mmmu"]), "draws that all agree"
 
 
 def test_limit_works_on_naturalbench_by_group_id(with_sets, tmp_path):

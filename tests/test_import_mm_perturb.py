@@ -122,10 +122,16 @@ def test_the_real_release_tsvs_parse_with_their_quirks(name, rows, empty_d, not_
     if name.startswith("MMStar"):
         assert any("\n" in q for q in table["question"])  # quoted multi-line questions survive
     folder, file = Path(table["image_path"][0]).parts[-2:]
-    assert local_image(table["image_path"][0], tmp_path) == tmp_path / file  # a flat folder
-    (tmp_path / folder).mkdir()
-    (tmp_path / folder / file).write_bytes(b"")
-    assert local_image(table["image_path"][0], tmp_path) == tmp_path / folder / file
+    flat, nested, elsewhere = tmp_path / "flat", tmp_path / "nested", tmp_path / "second-archive"
+    for root in (flat, nested / folder, elsewhere / folder):
+        root.mkdir(parents=True)
+    (flat / file).write_bytes(b"")
+    assert local_image(table["image_path"][0], [flat]) == flat / file  # a flat folder
+    (nested / folder / file).write_bytes(b"")
+    assert local_image(table["image_path"][0], [nested]) == nested / folder / file
+    assert not local_image(table["image_path"][0], [elsewhere]).exists()
+    (elsewhere / folder / file).write_bytes(b"")  # one archive of several holds it
+    assert local_image(table["image_path"][0], [tmp_path / "empty", elsewhere]) == elsewhere / folder / file
 
 
 def test_realworldqa_open_ended_items_become_multiple_choice_like_the_release(tmp_path):

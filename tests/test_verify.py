@@ -16,6 +16,7 @@ from lmms_contam.llm import ChatClient, EndpointConfig
 from lmms_contam.perturb.verify import (
     CounterfactualJudgeSettings,
     DriftSettings,
+    UnusableReply,
     drift,
     judge_counterfactual,
     parse_counterfactual_verdict,
@@ -37,6 +38,15 @@ def test_parse_verdict_handles_reasoning_and_chatter():
     assert parse('Sure! {"correct_options": ["A", "D"], "reason": "both"} Hope that helps.', 4) == ["A", "D"]
     assert parse("B", 4) is None
     assert parse('{"correct_options": ["E"]}', 4) is None
+    assert parse('{"correct_options": [" (c). "], "reason": "x"}', 4) == ["C"]
+    assert parse('{"correct_options": [], "reason": "none fits"}', 4) == []  # a verdict: no option is right
+
+
+@pytest.mark.parametrize("entries", [["C, A"], ["C A"], ["CA"], ["C", "A or B"], ["Option C"], ["C) a dog"], [""],
+                                     ["C\u0000"], [3], "C"])  # fmt: skip
+def test_a_reply_that_does_not_name_each_option_unambiguously_is_no_verdict(entries):
+    """Read as ["C"] before: one string naming two options (a server that ignores response_format) kept the item."""
+    assert parse_counterfactual_verdict(json.dumps({"correct_options": entries, "reason": "x"}), 4) is None
 
 
 def test_judge_outcomes_are_stored_and_not_asked_twice(photos, tmp_path):
@@ -55,10 +65,14 @@ def test_judge_outcomes_are_stored_and_not_asked_twice(photos, tmp_path):
         outcomes = {}
         for key in replies:
             keyed = CounterfactualJudgeSettings(template=settings.template.replace("{key}", key), temperature=None)
-            outcomes[key] = judge_counterfactual(client, store, key, item, photos[1], "B", keyed)["outcome"]
-            assert judge_counterfactual(client, store, key, item, photos[1], "B", keyed)["outcome"] == outcomes[key]
-    assert outcomes == {"k1": "keep", "k2": "reject", "k3": "unjudged"}
-    assert len(server.requests) == 3
+            for _ in range(2):  # a verdict is stored and not asked again; an unusable reply is asked again
+                try:
+                    outcomes[key] = judge_counterfactual(client, store, key, item, photos[1], "B", keyed)["outcome"]
+                except UnusableReply as exc:
+                    outcomes[key] = f"unusable: {exc}"
+    unusable = "unusable: the judge's reply names no option unambiguously: 'I cannot tell.'"
+    assert outcomes == {"k1": "keep", "k2": "reject", "k3": unusable}
+    assert len(server.requests) == 2 + 2
     assert "temperature" not in server.requests[0]
     assert server.requests[0]["response_format"]["type"] == "json_schema"
     assert json.loads(store.path("judge", "k3").read_text())["reply"] == "I cannot tell."

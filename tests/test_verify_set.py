@@ -23,7 +23,10 @@ from lmms_contam.schema import write_parquet
 
 pytestmark = pytest.mark.slow
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "perturb"
-REJECTED = {3: "wrong", 5: "wrong", 7: "wrong", 8: "ambiguous", 10: "garbage"}  # item 11: image left unchanged
+# Item 9's reply names two options in one string, as a server that ignores response_format may: no verdict, as
+# item 10's prose is not. Item 11: the image left unchanged.
+REJECTED = {3: "wrong", 5: "wrong", 7: "wrong", 8: "ambiguous", 9: "two in one string", 10: "garbage"}
+UNUSABLE = 2  # replies that are no verdict: counted as failed calls, asked again on every run
 KEPT = sorted(set(range(12)) - set(REJECTED) - {11})
 
 
@@ -37,7 +40,10 @@ def scripted(delay: float = 0.0):
         plan = REJECTED.get(item)
         if plan == "garbage":
             return 200, completion("I cannot decide."), delay
-        letters = {"wrong": [next(x for x in "ABCD" if x != new)], "ambiguous": ["A", "B", "C"]}.get(plan, [new])
+        other = next(x for x in "ABCD" if x != new)
+        letters = {"wrong": [other], "ambiguous": ["A", "B", "C"], "two in one string": [f"{new}, {other}"]}.get(
+            plan, [new]
+        )
         return 200, completion(json.dumps({"correct_options": letters, "reason": "scripted"})), delay
 
     return script
@@ -81,17 +87,17 @@ def test_verify_keeps_exactly_the_valid_counterfactuals_and_the_tasks_read_them(
         assert done.returncode == 0, done.stderr
         calls = len(server.requests)
         again = verify(str(imported), "--config", str(config))
-        assert again.returncode == 0 and len(server.requests) == calls, "a rerun asked the judge again"
+        assert again.returncode == 0 and len(server.requests) == calls + UNUSABLE, "a rerun asked a verdict again"
         # A human overrules the judge on one item: the next run applies it without a call.
         review_path = imported / "verified" / "review.json"
         review = json.loads(review_path.read_text())
         review["mmstar-3"]["decision"] = "keep"
         review_path.write_text(json.dumps(review))
         overruled = verify(str(imported), "--config", str(config))
-        assert overruled.returncode == 0 and len(server.requests) == calls
+        assert overruled.returncode == 0 and len(server.requests) == calls + 2 * UNUSABLE
     assert calls == 12 and f"kept {len(KEPT)} of 12 items" in done.stdout
     assert "4: judge: reject" in done.stdout  # 3 wrong + 1 ambiguous
-    assert "1: judge: unjudged" in done.stdout and "1: reject: unchanged" in done.stdout
+    assert f"{UNUSABLE}: judge failed: unusable reply" in done.stdout and "1: reject: unchanged" in done.stdout
     assert f"kept {len(KEPT) + 1} of 12" in overruled.stdout and "1: human: keep" in overruled.stdout
     review["mmstar-3"]["decision"] = "auto"
     review_path.write_text(json.dumps(review))
@@ -137,15 +143,18 @@ def test_ctrl_c_during_verify_then_rerun_repeats_no_finished_call(imported, tmp_
         config = recipe(tmp_path, server, concurrency=1)
         env = {**os.environ, "LMMS_CONTAM_TEST_KEY": "sk-test"}
         command = [sys.executable, "-m", "lmms_contam.cli", "verify", str(imported), "--config", str(config)]
-        proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                 preexec_fn=_as_in_a_terminal)  # fmt: skip
         while len(server.requests) < 5:
             time.sleep(0.05)
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=120)
+        _, err = proc.communicate(timeout=120)
         interrupted = len(server.requests)
         assert interrupted < 12 and not (imported / "verified" / "data.parquet").exists()
+        assert proc.returncode == 130 and "Traceback" not in err, err
+        assert err.strip().splitlines()[-1].startswith("lmms-contam verify: interrupted;"), err
         done = verify(str(imported), "--config", str(config))
         assert done.returncode == 0, done.stderr
-    assert len(server.requests) <= 12 + 1  # at most the call in flight at Ctrl-C is asked again
+    # At most the call in flight at Ctrl-C, and the unusable replies asked before it, are asked again.
+    assert len(server.requests) <= 12 + 1 + UNUSABLE
     assert f"kept {len(KEPT)} of 12" in done.stdout

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -53,30 +53,40 @@ def benchmark_from_name(tsv: str | Path) -> str | None:
 
 def read_tsv(path: str | Path) -> pd.DataFrame:
     """The TSV as strings, empty cells kept empty (VLMEvalKit quotes multi-line questions)."""
+    data = Path(path).read_bytes()
+    if b"\x00" in data:
+        line = data[: data.index(b"\x00")].count(b"\n") + 1
+        raise PerturbedSetError(f"{path}: line {line} holds a NUL byte: a damaged file, not text")
     try:
         table = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False)
+    except pd.errors.EmptyDataError as exc:
+        raise PerturbedSetError(f"{path}: empty file (no header line)") from exc
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:
         raise PerturbedSetError(f"{path}: not a readable TSV ({exc})") from exc
     missing = [column for column in REQUIRED if column not in table.columns]
     if missing:
         raise PerturbedSetError(f"{path}: missing column(s) {', '.join(missing)}; found {', '.join(table.columns)}")
-    if not Path(path).read_bytes().endswith(b"\n"):
+    if not data.endswith(b"\n"):
         raise PerturbedSetError(f"{path}: the last line has no line end: a truncated file? (the release's end in one)")
     for row, values in enumerate(table[["index", "answer", "image_path"]].itertuples(index=False), 1):
         empty = [name for name, value in zip(("index", "answer", "image_path"), values, strict=True) if not value]
         if empty:
             raise PerturbedSetError(f"{path}: data row {row} (index {values[0] or '?'}): empty {', '.join(empty)}")
-    duplicated = table["index"][table["index"].duplicated()].tolist()
-    if duplicated:
-        raise PerturbedSetError(f"{path}: duplicate index value(s) {', '.join(duplicated[:5])}")
+    first_row: dict[str, int] = {}
+    for row, index in enumerate(table["index"], 1):  # " 3" and "3" are one index: the importer strips both
+        if index.strip() in first_row:
+            raise PerturbedSetError(f"{path}: data row {row} repeats index {index.strip()!r} of data row "
+                                    f"{first_row[index.strip()]}")  # fmt: skip
+        first_row[index.strip()] = row
     return table
 
 
-def local_image(image_path: str, images: Path) -> Path:
-    """The authors' absolute path mapped onto the user's folder (last folder + file name, else file name)."""
+def local_image(image_path: str, roots: Sequence[Path]) -> Path:
+    """The authors' absolute path mapped onto the user's folders (last folder + file name, else file name),
+    in the first folder that has it; the first folder's path when none does."""
     parts = PurePosixPath(image_path).parts
-    nested = images.joinpath(*parts[-2:])
-    return nested if nested.exists() else images / parts[-1]
+    candidates = [path for root in roots for path in (root.joinpath(*parts[-2:]), root / parts[-1])]
+    return next((path for path in candidates if path.is_file()), candidates[0])
 
 
 def row_options(row: pd.Series) -> list[str]:
@@ -115,7 +125,12 @@ def _require_image(path: Path, row: str) -> None:
 
 
 def convert(
-    benchmark: str, table: pd.DataFrame, images: Path, originals: dict[str, Item], keep: set[str] | None, source: str
+    benchmark: str,
+    table: pd.DataFrame,
+    images: Sequence[Path],
+    originals: dict[str, Item],
+    keep: set[str] | None,
+    source: str,
 ) -> tuple[list[dict], ImportSummary]:
     summary = ImportSummary(benchmark, rows=len(table))
     provenance_base = {"source": "mm-perturb release (Park et al., 2025)", "tsv": source}
@@ -174,17 +189,19 @@ def read_keep_list(path: str | Path) -> set[str]:
 def import_release(
     benchmark: str,
     tsv: str | Path,
-    images: str | Path,
+    images: str | Path | Sequence[Path],
     originals: Iterable[Item],
     out: str | Path,
     keep: str | Path | None = None,
 ) -> ImportSummary:
-    """Write the set (parquet, schema v1) and a manifest with the counts beside it."""
+    """Write the set (parquet, schema v1) and a manifest with the counts beside it. `images` is the release's
+    image folder, or several (one per archive): each row's image is looked for in all of them."""
     if benchmark not in ORIGINAL_FOLDERS:
         raise PerturbedSetError(f"the mm-perturb release has no {benchmark} set; it has {', '.join(ORIGINAL_FOLDERS)}")
-    images = Path(images)
-    if not images.is_dir():
-        raise PerturbedSetError(f"{images}: image folder not found")
+    images = [Path(images)] if isinstance(images, str | Path) else [Path(folder) for folder in images]
+    for folder in images:
+        if not folder.is_dir():
+            raise PerturbedSetError(f"{folder}: image folder not found")
     table = read_tsv(tsv)
     by_id = {item.original_id: item for item in originals if isinstance(item, Item)}
     rows, summary = convert(benchmark, table, images, by_id, read_keep_list(keep) if keep else None, Path(tsv).name)
@@ -198,7 +215,7 @@ def import_release(
         "schema_version": SCHEMA_VERSION,
         "tsv": str(Path(tsv).resolve()),
         "tsv_sha256": hashlib.sha256(Path(tsv).read_bytes()).hexdigest(),
-        "images": str(images.resolve()),
+        "images": [str(folder.resolve()) for folder in images],
         "keep_list": str(Path(keep).resolve()) if keep else None,
         **summary.as_dict(),
         "verification": {

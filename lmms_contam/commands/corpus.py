@@ -41,13 +41,15 @@ def _embed_corpus(args: argparse.Namespace) -> int:
     from lmms_contam.corpus.ingest import embed_corpus
 
     try:
+        if args.ray:
+            from lmms_contam.corpus.runners import make_runner
+
+            make_runner(args.ray)  # connects to (or starts) the cluster first: an unreachable one fails in seconds
         config = embedder_config(args.embedder)
         embedder, engine = config.build(args.device), None
         if args.ray:
             from lmms_contam.corpus.ray_embed import RayDataEmbedding
-            from lmms_contam.corpus.runners import make_runner
 
-            make_runner(args.ray)  # connects to (or starts) the cluster
             engine = RayDataEmbedding(config, embedder.preparer, args.device, args.actors,
                                       args.gpus_per_actor, batch_size=embedder.batch_size)  # fmt: skip
         summary = embed_corpus(args.source, args.out, embedder, shard_size=args.shard_size,
@@ -82,12 +84,12 @@ def _scan(args: argparse.Namespace) -> int:
     if args.originals and len(args.eval or []) != 1:
         return stop("scan", "--originals is a local copy of one benchmark; give exactly one --eval")
     try:
+        runner = make_runner(args.ray)  # first: an unreachable cluster fails in seconds, before any model loads
         sources = eval_sources({b: originals_source(b, args.originals) for b in args.eval or []}, args.eval_folder,
                                args.eval_dataset, args.split, args.image_column, args.id_column)  # fmt: skip
         config = embedder_config(args.embedder)
         embedder = config.build(args.device)
         threshold = config.threshold if args.threshold is None else args.threshold
-        runner = make_runner(args.ray)
         index = None
         if args.index is not None:
             from lmms_contam.corpus.index import IndexSettings
@@ -142,7 +144,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     corpus.add_argument("--image-column", default="image", help="parquet column holding the images (default image)")
     corpus.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
                         help="embed with Ray Data on a pool of embedder actors: alone, on Ray's default cluster; "
-                        "or on the cluster at ADDRESS")  # fmt: skip
+                        "or on the cluster at ADDRESS (refused within 10 s when nothing answers there)")  # fmt: skip
     corpus.add_argument("--actors", type=at_least(1), default=1, help="embedder actors with --ray (default 1)")
     corpus.add_argument("--gpus-per-actor", type=float, default=0.0, help="GPUs per actor with --ray (default 0)")
     corpus.set_defaults(run=_embed_corpus)
@@ -202,8 +204,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         const="auto",
         metavar="ADDRESS",
         help="scan the corpus shards as Ray tasks: alone, on Ray's default cluster ($RAY_ADDRESS, a running "
-        "local one, else a new local one); or on the cluster at ADDRESS (e.g. ray://head:10001). Shard files "
-        "must be readable at the same paths on every node",
+        "local one, else a new local one); or on the cluster at ADDRESS (e.g. ray://head:10001; refused within "
+        "10 s when nothing answers there). Shard files must be readable at the same paths on every node",
     )
     scan.add_argument("--index", nargs="?", const="", metavar="FOLDER",
                       help="search the corpus's faiss index (default <corpus>/index, from `index-corpus`) instead "

@@ -38,19 +38,22 @@ def _generate_tasks(args: argparse.Namespace) -> int:
 
 
 def _datasets(args: argparse.Namespace) -> int:
-    """Show where each benchmark's perturbed set resolves, and check it when asked."""
-    from lmms_contam.harness.datasets import load_perturbed_set, resolve
+    """Show where each benchmark's perturbed set resolves, and check it when asked; never downloads."""
+    from lmms_contam.harness.datasets import NotFetchedYet, load_perturbed_set, resolve
     from lmms_contam.registry.specs import PERTURBABLE
     from lmms_contam.schema import PerturbedSetError
 
     status = 0
     for benchmark in args.benchmark or sorted(PERTURBABLE):
         try:
-            location = resolve(benchmark)
+            location = resolve(benchmark, fetch=False)
             line = f"{benchmark}: {location.kind} {location.value} (via {location.found_via})"
             if args.check:
                 line += f", {len(load_perturbed_set(benchmark))} valid rows"
             print(line)
+        except NotFetchedYet as exc:
+            print(f"{benchmark}: {exc}", file=sys.stderr if args.check else sys.stdout)
+            status = 1 if args.check else status
         except PerturbedSetError as exc:
             print(f"{benchmark}: {exc}", file=sys.stderr)
             status = 1
@@ -154,7 +157,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         "datasets",
         help="show where each benchmark's perturbed set is found",
         description="Resolve each benchmark's perturbed set: $LMMS_CONTAM_DATASET_<BENCHMARK>, then the "
-        "config file's `datasets:` entry, then $LMMS_CONTAM_HOME/datasets/<benchmark>.",
+        "config file's `datasets:` entry, then $LMMS_CONTAM_HOME/datasets/<benchmark>. Downloads nothing: a set "
+        "the tasks would fetch on first use (MMStar, RealWorldQA) is shown as such, with where it comes from.",
     )
     sets.add_argument("benchmark", nargs="*", help="benchmarks to show (default: all)")
     sets.add_argument("--check", action="store_true", help="also load and validate each set (decodes every image)")

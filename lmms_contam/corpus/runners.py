@@ -8,6 +8,7 @@ storage), and lmms-contam installed in the workers' environment.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -21,12 +22,36 @@ class LocalRunner:
             yield index, function(shared, job)
 
 
+CONNECT_TIMEOUT_S = 10.0
+
+
+class ClusterUnreachable(ValueError):
+    """Nothing answers at the Ray address given (Ray itself would retry it for minutes)."""
+
+
+def check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """A TCP connection to a cluster's `host:port` (or `ray://host:port`) within `timeout_s`, before Ray is
+    asked to join it."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise ClusterUnreachable(f"--ray {address}: not an address of the form HOST:PORT or ray://HOST:PORT")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise ClusterUnreachable(
+            f"--ray {address}: no Ray cluster answers there within {timeout_s:g} s ({exc}); start one with `ray start "
+            "--head` and give its address, or give --ray alone for a local cluster"
+        ) from exc
+
+
 class RayRunner:
     """Jobs as Ray tasks; `shared` (the eval matrix) goes into the object store once, not once per task."""
 
     def __init__(self, address: str | None = None, num_cpus: int | None = None) -> None:
         import ray
 
+        if address is not None:
+            check_reachable(address)
         if not ray.is_initialized():
             # None: Ray's own rule ($RAY_ADDRESS, else a running local cluster, else start one).
             ray.init(address=address, num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)

@@ -24,13 +24,17 @@ import yaml
 from loguru import logger
 
 from lmms_contam.registry.specs import PERTURB_FROM_HUB, RELEASED
-from lmms_contam.schema import VERIFIED_SUBSET, PerturbedSetError, manifest_beside, validate
+from lmms_contam.schema import VERIFIED_SUBSET, PerturbedSetError, manifest_beside, read_set_files, validate
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
 class PerturbedSetNotFound(PerturbedSetError):
     """No perturbed set at any place the resolution order looks."""
+
+
+class NotFetchedYet(PerturbedSetNotFound):
+    """The tasks would fetch the authors' release on first use, and the caller asked not to fetch."""
 
 
 @dataclass(frozen=True)
@@ -182,8 +186,9 @@ def provision(benchmark: str) -> None:
 
 def resolve(benchmark: str, fetch: bool = True) -> SetLocation:
     """Apply the resolution order; the error lists every place that was looked at. With no set anywhere, the
-    authors' released set (MMStar, RealWorldQA) is fetched into the default folder unless downloads are off
-    (or `fetch` is False). A folder with a verified subset (`lmms-contam verify`) resolves to the subset."""
+    authors' released set (MMStar, RealWorldQA) is fetched into the default folder unless downloads are off;
+    with `fetch` False, NotFetchedYet says so instead. A folder with a verified subset (`lmms-contam verify`)
+    resolves to the subset."""
     looked: list[str] = []
     name = env_var(benchmark)
     found = lookup(name, "datasets", benchmark, looked)
@@ -191,7 +196,13 @@ def resolve(benchmark: str, fetch: bool = True) -> SetLocation:
         return _classify(found[0], found[1], base=found[2])
 
     folder = default_folder(benchmark)
-    if fetch and not folder.exists() and benchmark in RELEASED and auto_fetch_allowed():
+    if not folder.exists() and benchmark in RELEASED and auto_fetch_allowed():
+        if not fetch:
+            from lmms_contam.benchmarks.mm_perturb_release import RELEASE_PAGE
+
+            raise NotFetchedYet(f"not here yet: the tasks fetch the paper authors' release ({RELEASE_PAGE}) into "
+                                f"{folder} on first use; `lmms-contam fetch mm-perturb --benchmark {benchmark}` "
+                                "fetches it now")  # fmt: skip
         provision(benchmark)
     if folder.exists():
         return _classify(str(folder), f"default folder {folder}")
@@ -243,7 +254,9 @@ def read_location(location: SetLocation) -> datasets.Dataset:
     if location.kind == "parquet":
         path = Path(location.value)
         files = sorted(str(p) for p in path.glob("*.parquet")) if path.is_dir() else [str(path)]
-        return datasets.load_dataset("parquet", data_files={"test": files}, split="test")
+        if not files:
+            raise PerturbedSetError(f"{path}: no parquet files")
+        return read_set_files(files)
     return datasets.load_dataset(location.value, split="test")
 
 

@@ -45,6 +45,11 @@ PAIRED_METRICS = (  # the *_contam tasks': every one aggregates the same per-doc
 )
 
 
+# The *_original and *_perturbed tasks': the built-in metrics, and the plain accuracy over the same records, which
+# the report recomputes from the samples file to check that it belongs to the run.
+SINGLE_METRICS = (Metric("contam_acc", "contam_acc", True),)
+
+
 @dataclass(frozen=True)
 class GroupScheme:
     """The scores of a benchmark whose built-in aggregations need every row in order or every pair (its
@@ -86,6 +91,13 @@ DETECTOR_METRICS = {
 }  # fmt: skip
 
 
+def task_metrics(family: str) -> tuple[Metric, ...]:
+    """The plugin's own metrics of a task family (a single-variant task also logs the built-in's)."""
+    if family in (ORIGINAL, PERTURBED):
+        return SINGLE_METRICS
+    return PAIRED_METRICS if family == CONTAM else DETECTOR_METRICS[family]
+
+
 def _score(benchmark: str, doc: dict, results: list) -> tuple[dict, dict]:
     """The built-in output and this plugin's per-document record (ids + 0/1 correctness), as logged."""
     builtin_output, correct = SPECS[benchmark].scorer.score(doc, results)
@@ -116,7 +128,8 @@ def group_scored_output(benchmark: str, builtin_output: dict, record: dict, doc:
 def _single_variant(benchmark: str) -> Callable[[dict, list], dict]:
     def process_results(doc: dict, results: list) -> dict:
         builtin_output, record = _score(benchmark, doc, results)
-        return {**group_scored_output(benchmark, builtin_output, record, doc), "contam_ids": record}
+        return {**group_scored_output(benchmark, builtin_output, record, doc),
+                **dict.fromkeys((m.name for m in SINGLE_METRICS), record), "contam_ids": record}  # fmt: skip
 
     return process_results
 
@@ -135,7 +148,7 @@ def task_results(benchmark: str, family: str) -> Callable[[dict, list], dict]:
     """The `process_results` of one of a benchmark's perturbation or detector tasks."""
     if family in (ORIGINAL, PERTURBED):
         return _single_variant(benchmark)
-    return _paired(benchmark, PAIRED_METRICS if family == CONTAM else DETECTOR_METRICS[family])
+    return _paired(benchmark, task_metrics(family))
 
 
 def paired_comparison(logged: list[dict]) -> stats.PairedComparison:
@@ -176,6 +189,11 @@ def _group_score(metric: str) -> Callable[[list[dict]], float]:
     return aggregate
 
 
+def contam_accuracy(records: list[dict]) -> float:
+    """Plain accuracy over the documents (not the built-in's macro average): one figure every task can log."""
+    return stats.accuracy([int(record["correct"]) for record in records])
+
+
 def pair_score(records: list[dict]) -> float:
     """MME's score as its built-in computes it, by group id: per category, the mean over its image pairs of
     accuracy plus accuracy+ (both questions right), in percent, summed over the categories. A pair with one
@@ -200,6 +218,7 @@ AGGREGATIONS: dict[str, Callable[[list[dict]], float]] = {
         ("n_flagged", "right_to_wrong"),  # right on the original, wrong on the counterfactual: the per-item signal
     )},
     **{f"detector_{field}": _aggregation(detector_signal_of, field) for field in DETECTOR_FIELDS},
+    "contam_acc": contam_accuracy,
     **{key: _group_score(score) for key, score in GROUP_SCORES.items()},
     "pair_score": pair_score,
 }  # fmt: skip

@@ -22,7 +22,7 @@ import yaml
 from lmms_contam.atomic import atomic_path
 from lmms_contam.detectors.signals import CIRCULAR, OPTION_SHUFFLE, TEXT_ONLY
 from lmms_contam.harness import scanned, scoring
-from lmms_contam.harness.scoring import DETECTOR_METRICS, GROUP_SCHEMES, PAIRED_METRICS, Metric
+from lmms_contam.harness.scoring import DETECTOR_METRICS, GROUP_SCHEMES, PAIRED_METRICS, SINGLE_METRICS, Metric
 from lmms_contam.registry.builtin import CONTAM, ORIGINAL, PERTURBED
 from lmms_contam.registry.specs import SPECS, BenchmarkSpec
 
@@ -197,7 +197,8 @@ class _Benchmark:
         detectors = [f"{spec.name}_detectors"] if spec.option_layout else []
         if spec.perturbable:
             for family, tag in ((ORIGINAL, "contam_original"), (PERTURBED, "contam_perturbed")):
-                task = self.local(family, [tag] if from_hub else [], self.builtin_metrics)
+                metrics = [*self.builtin_metrics, *_metric_entries(SINGLE_METRICS, module)]
+                task = self.local(family, [tag] if from_hub else [], metrics)
                 task.about += self.about_extra
                 yield task
             yield self.local(CONTAM, detectors, _metric_entries(PAIRED_METRICS, module))

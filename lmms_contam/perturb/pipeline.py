@@ -27,7 +27,7 @@ from lmms_contam.perturb.config import PerturbConfig
 from lmms_contam.perturb.edit import Editor, EditRequest, FluxEditor
 from lmms_contam.perturb.review import Counterfactual, load_decisions, write_review
 from lmms_contam.perturb.swap import swap_answer
-from lmms_contam.perturb.verify import CounterfactualJob, automatic_outcome, judge_job
+from lmms_contam.perturb.verify import CounterfactualJob, automatic_outcome, failure_reason, judge_job
 from lmms_contam.schema import SCHEMA_VERSION, manifest_beside, write_parquet
 from lmms_contam.store import StageStore
 
@@ -90,7 +90,7 @@ def run(
     rows, candidates = [], []
     for job, verdict in zip(edited, verdicts, strict=True):
         if isinstance(verdict, BaseException):
-            counts["verify"][f"judge failed: {type(verdict).__name__}"] += 1
+            counts["verify"][failure_reason(verdict)] += 1
             continue
         automatic = automatic_outcome(job.drifted, verdict)
         candidates.append(Counterfactual(job, automatic))

@@ -8,6 +8,7 @@ model could otherwise pass or fail for the wrong reason).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -22,6 +23,7 @@ from lmms_contam.schema import columns_for, listed_options
 from lmms_contam.store import StageStore
 
 JUDGE_STAGE = "judge"
+UNJUDGED = "unjudged"
 
 
 def counterfactual_verdict_schema(n_options: int) -> dict:
@@ -51,42 +53,64 @@ class CounterfactualJudgeSettings(PromptSettings):
     structured_output: bool = True
 
 
+# One option letter, as a server that ignores response_format may dress it: "C", " c ", "(C)", "C.".
+ONE_LETTER = re.compile(r"^\s*\(?\s*([A-Za-z])\s*\)?\s*[.:]?\s*$")
+
+
+class UnusableReply(ValueError):
+    """A judge reply that is not a verdict: counted as a failed call (never as keep or reject), asked again on
+    the next run."""
+
+
 def parse_counterfactual_verdict(text: str, n_options: int) -> list[str] | None:
-    """The option letters the judge called correct; None when its reply holds no usable JSON."""
+    """The option letters the judge called correct; None when its reply is not a verdict: no JSON, or an
+    entry that is not exactly one of the options' letters ("C, A" names two; "E" of four options none)."""
+    letters = option_letters(n_options)
 
     def read(payload: dict) -> list[str] | None:
-        letters = payload.get("correct_options")
-        if isinstance(letters, list) and all(isinstance(x, str) for x in letters):
-            cleaned = sorted({x.strip().upper()[:1] for x in letters if x.strip()})
-            if all(x in option_letters(n_options) for x in cleaned):
-                return cleaned
-        return None
+        entries = payload.get("correct_options")
+        if not isinstance(entries, list) or not all(isinstance(x, str) for x in entries):
+            return None
+        matched = [ONE_LETTER.match(x) for x in entries]
+        if not all(matched):
+            return None
+        named = sorted({m[1].upper() for m in matched})
+        return named if all(x in letters for x in named) else None
 
     return json_reply(text, read)
+
+
+def failure_reason(error: BaseException) -> str:
+    """How an item whose judging failed is counted in the outcomes."""
+    return f"judge failed: {'unusable reply' if isinstance(error, UnusableReply) else type(error).__name__}"
 
 
 def judge_counterfactual(
     client: ChatClient, store: StageStore, key: str, item: Item, image: Image.Image, new_letter: str,
     settings: CounterfactualJudgeSettings,
 ) -> dict:  # fmt: skip
-    """Stored verdict: keep / reject / unjudged (an unusable reply is never counted as a keep). Reused
-    only for the same image, question, options, new answer, model, server and settings."""
+    """Stored verdict: keep or reject. Reused only for the same image, question, options, new answer, model,
+    server and settings. An unusable reply is stored as "unjudged" (its text and cost kept) and raised as
+    UnusableReply, so it counts as a failed call; a rerun asks again."""
     inputs = {"image": image_sha256(image), "question": item.question, "options": list(item.options),
               "new_letter": new_letter, "endpoint": client.identity(), "settings": settings.described()}  # fmt: skip
     done = store.get(JUDGE_STAGE, key, inputs)
-    if done is not None:
+    if done is not None and done["outcome"] != UNJUDGED:
         return done
     prompt = settings.template.format(question=item.question, options=listed_options(item.options))
     params = settings.request_params(counterfactual_verdict_schema(len(item.options)))
     result = client.complete([{"role": "user", "content": [image_part(image), {"type": "text", "text": prompt}]}],
                              **params)  # fmt: skip
     correct = parse_counterfactual_verdict(result.text, len(item.options))
-    outcome = "unjudged" if correct is None else ("keep" if correct == [new_letter] else "reject")
-    return store.put(JUDGE_STAGE, key, inputs, {
+    outcome = UNJUDGED if correct is None else ("keep" if correct == [new_letter] else "reject")
+    stored = store.put(JUDGE_STAGE, key, inputs, {
         "outcome": outcome, "correct_options": correct, "reply": result.text, "model": result.model,
         "input_tokens": result.input_tokens, "output_tokens": result.output_tokens, "cost_usd": result.cost_usd,
         "template_sha256": settings.template_sha256,
     })  # fmt: skip
+    if outcome == UNJUDGED:
+        raise UnusableReply(f"the judge's reply names no option unambiguously: {result.text[:120]!r}")
+    return stored
 
 
 def answer_letter(item: Item, answer: str) -> str:

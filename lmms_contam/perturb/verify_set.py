@@ -27,8 +27,15 @@ from lmms_contam.items import Item
 from lmms_contam.llm import ChatClient, TooManyFailures, failure_problems
 from lmms_contam.perturb.config import PerturbConfig
 from lmms_contam.perturb.review import Counterfactual, load_decisions, write_review
-from lmms_contam.perturb.verify import JUDGE_STAGE, CounterfactualJob, automatic_outcome, judge_job
-from lmms_contam.schema import VERIFIED_SUBSET, PerturbedSetError, columns_for, manifest_beside, validate
+from lmms_contam.perturb.verify import JUDGE_STAGE, CounterfactualJob, automatic_outcome, failure_reason, judge_job
+from lmms_contam.schema import (
+    VERIFIED_SUBSET,
+    PerturbedSetError,
+    columns_for,
+    manifest_beside,
+    read_set_files,
+    validate,
+)
 from lmms_contam.store import StageStore
 
 
@@ -41,7 +48,7 @@ def set_file(folder: Path) -> Path:
 
 
 def _read(path: Path) -> tuple[datasets.Dataset, str]:
-    rows = datasets.load_dataset("parquet", data_files={"test": str(path)}, split="test")
+    rows = read_set_files([str(path)])
     benchmarks = set(rows["benchmark"]) if "benchmark" in rows.column_names else set()
     if len(benchmarks) != 1:
         raise PerturbedSetError(f"{path}: a set holds one benchmark; found {sorted(benchmarks) or 'none'}")
@@ -95,7 +102,7 @@ def verify_set(folder: str | Path, config: PerturbConfig, max_failure_rate: floa
     outcomes, kept, candidates = Counter(), [], []
     for number, (job, verdict) in enumerate(zip(jobs, verdicts, strict=True)):
         if isinstance(verdict, BaseException):
-            outcomes[f"judge failed: {type(verdict).__name__}"] += 1
+            outcomes[failure_reason(verdict)] += 1
             continue
         automatic = automatic_outcome(job.drifted, verdict)
         candidates.append(Counterfactual(job, automatic))
@@ -115,10 +122,9 @@ def verify_set(folder: str | Path, config: PerturbConfig, max_failure_rate: floa
                          "by": f"lmms-contam verify (judge {config.judge_endpoint.model} and the drift check)"},
     }  # fmt: skip
     if not kept:
-        (out / "data.parquet").unlink(missing_ok=True)
-        manifest_beside(out / "data.parquet").unlink(missing_ok=True)
-        raise PerturbedSetError(f"{source}: no item passed verification ({dict(outcomes)}); no subset written, "
-                                f"see {out / 'review.html'}")  # fmt: skip
+        earlier = " (an earlier run's subset there is left as it was)" if (out / "data.parquet").exists() else ""
+        raise PerturbedSetError(f"{source}: no item passed verification ({dict(outcomes)}); no subset written"
+                                f"{earlier}, see {out / 'review.html'}")  # fmt: skip
     with atomic_path(out / "data.parquet") as tmp:
         rows.select(kept).to_parquet(str(tmp))
     with atomic_path(manifest_beside(out / "data.parquet")) as tmp:

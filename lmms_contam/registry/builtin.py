@@ -7,15 +7,36 @@ this module only shapes the documents and reads a 0/1 correctness back from the 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+import random
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 from lmms_contam.letters import option_letters
+from lmms_contam.stats import stable_seed
 
 VARIANTS = ("original", "perturbed")  # the two versions of an item in a perturbed set
 ORIGINAL, PERTURBED = VARIANTS
 CONTAM = "contam"  # both versions, paired: the *_contam tasks
+
+
+_draw_lock = threading.Lock()
+
+
+@contextmanager
+def drawing_for(doc: dict) -> Iterator[None]:
+    """Python's global `random`, seeded from the document's id and version for the duration, then put back as
+    it was: a built-in that draws a letter for a reply naming none draws the same one for this document in
+    any run, whatever else the process scored before it, and the built-in tasks' own draws go on unchanged."""
+    with _draw_lock:
+        state = random.getstate()
+        random.seed(stable_seed(doc["contam_item_id"], doc.get("contam_variant", ORIGINAL)))
+        try:
+            yield
+        finally:
+            random.setstate(state)
 
 
 @dataclass(frozen=True)
@@ -23,10 +44,13 @@ class BuiltinScorer:
     module: str  # the built-in task's utils module
     process_results: str  # name of the built-in process_results function in `module`
     read_correct: Callable[[dict, dict], int]  # (doc, built-in output) -> 0/1
+    draws: bool = False  # the built-in draws from Python's global `random` (MMMU, for replies naming no letter)
 
     def score(self, doc: dict, results: list) -> tuple[dict, int]:
         """The built-in output for one document, and the 0/1 correctness read back from it."""
-        output = getattr(importlib.import_module(self.module), self.process_results)(doc, results)
+        process = getattr(importlib.import_module(self.module), self.process_results)
+        with drawing_for(doc) if self.draws else nullcontext():
+            output = process(doc, results)
         return output, self.read_correct(doc, output)
 
 

@@ -155,7 +155,7 @@ SPECS: dict[str, BenchmarkSpec] = {
         ),
         BenchmarkSpec(
             "mmmu", "MMMU", "mmmu/mmmu_val.yaml",
-            BuiltinScorer("lmms_eval.tasks.mmmu.utils", "mmmu_process_results", builtin.mmmu_correct),
+            BuiltinScorer("lmms_eval.tasks.mmmu.utils", "mmmu_process_results", builtin.mmmu_correct, draws=True),
             image_field="image_1", source=Source("lmms-lab-encoder/MMMU", None, "validation"),
             parser=Parser(column("id"), parsers.parse_mmmu),
             columns=BenchmarkColumns(extra=(), answer_style="letter"), shape_doc=builtin.mmmu_doc,

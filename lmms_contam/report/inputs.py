@@ -7,6 +7,7 @@ would look authoritative and be wrong.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -17,6 +18,7 @@ from typing import TypeVar
 from tqdm.auto import tqdm
 
 from lmms_contam.detectors.signals import DETECTORS, TEXT_ONLY
+from lmms_contam.harness.scoring import AGGREGATIONS, task_metrics
 from lmms_contam.records import ContamRecord, checked
 from lmms_contam.registry.specs import PERTURBABLE, SCANNABLE, WITH_DETECTORS
 
@@ -218,6 +220,8 @@ class _Source:
     kind: str  # contam | original | perturbed, or a peer detector
     samples: Path
     logged: int | None  # how many samples results.json says were logged
+    results_file: Path
+    metrics: dict  # the task's section of results.json's "results": what the run logged for it
 
 
 def _task_parts(task: str) -> tuple[str, str] | None:
@@ -238,7 +242,9 @@ def _discover(paths: list[str | Path]) -> tuple[list[_Source], set[str]]:
                 unknown.add(task)
                 continue
             logged = _check_task(results, task, results_path)
-            sources.append(_Source(model_label(results), *parts, samples_path, logged))
+            metrics = (results.get("results") or {}).get(task)
+            sources.append(_Source(model_label(results), *parts, samples_path, logged, results_path,
+                                   metrics if isinstance(metrics, dict) else {}))  # fmt: skip
     named = [Path(p) for p in paths if Path(p).is_file() and SAMPLES_FILE.match(Path(p).name)]
     for path in named:
         task = SAMPLES_FILE.match(path.name)["task"]
@@ -315,6 +321,7 @@ def _perturbation_entry(model: str, benchmark: str, candidates: list[_Source]) -
     entry = ModelBenchmark(model, benchmark)
     for source in _select(model, benchmark, candidates):
         samples = _read_samples(source.samples, source.logged)
+        read = []
         for number, sample in tqdm(samples, desc=source.samples.name, disable=len(samples) < 5000):
             item = _to_item(sample, source.samples, number)
             if source.kind != "contam" and item.variant != source.kind:
@@ -322,6 +329,8 @@ def _perturbation_entry(model: str, benchmark: str, candidates: list[_Source]) -
             if item.variant in entry.items[item.item_id]:
                 raise ReportInputError(f"{source.samples}:{number}: repeats item {item.item_id} ({item.variant})")
             entry.items[item.item_id][item.variant] = item
+            read.append(item.as_logged())
+        _check_logged_metrics(source, read)
         for variant in ("original", "perturbed") if source.kind == "contam" else (source.kind,):
             entry.sources[variant] = str(source.samples)
     _check_pairs(entry)
@@ -343,6 +352,25 @@ def _unrepeated(source: _Source, read: Callable[[dict, Path, int], T], key: Call
     return records
 
 
+def _check_logged_metrics(source: _Source, logged: list[dict]) -> None:
+    """Each figure the task logged in results.json, recomputed from the samples with the task's own
+    aggregation: a samples file of another run (another model, lines replaced) disagrees and is refused."""
+    task = f"{source.benchmark}_{source.kind}"
+    for metric in task_metrics(source.kind):
+        key = f"{metric.name},none"
+        theirs = _number(source.metrics.get(key))
+        if theirs is None:
+            raise ReportInputError(
+                f"{source.results_file}: no {metric.name} for task {task}, so its samples cannot be checked against "
+                "the run (an older lmms-contam's? rerun the task)"
+            )
+        ours = AGGREGATIONS[metric.aggregation](logged)
+        if not (math.isclose(ours, theirs, rel_tol=1e-9, abs_tol=1e-12) or (math.isnan(ours) and math.isnan(theirs))):
+            raise ReportInputError(f"{source.samples}: its samples give {metric.name} = {ours:.6g}, but "
+                                   f"{source.results_file} logged {theirs:.6g} for {task}: the samples file is not "
+                                   "this run's (another model's, or lines replaced)")  # fmt: skip
+
+
 def _scanned_ids(sample: dict, source: Path, line: int) -> dict:
     """A scanned task's record: contamination flags per item, not a ContamRecord."""
     try:
@@ -353,6 +381,7 @@ def _scanned_ids(sample: dict, source: Path, line: int) -> dict:
 
 def _detector_run(source: _Source) -> DetectorRun:
     records = _unrepeated(source, _record, lambda r: (r.item_id, r.variant))
+    _check_logged_metrics(source, [record.as_logged() for record in records])
     return DetectorRun(source.model, source.benchmark, source.kind, records, str(source.samples))
 
 
