@@ -14,8 +14,8 @@ from pathlib import Path
 import yaml
 
 from lmms_contam.atomic import atomic_path
-from lmms_contam.harness.datasets import SetLocation, read_location
 from lmms_contam.schema import PerturbedSetError, validate
+from lmms_contam.set_locations import SetLocation, read_location
 
 DATA_IN_REPO = "data/test-00000-of-00001.parquet"
 MANIFEST = "data.manifest.json"

@@ -12,6 +12,9 @@ from dataclasses import asdict, dataclass
 from lmms_contam.schema import SCHEMA_VERSION
 
 REQUIRED = ("benchmark", "item_id", "original_id", "variant", "correct", "n_options")
+VARIANTS = ("original", "perturbed")  # the two versions of an item in a perturbed set
+ORIGINAL, PERTURBED = VARIANTS
+CONTAM = "contam"  # both versions, paired: the *_contam tasks and the VLMEvalKit export's default family
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from lmms_contam.hosts.lmms_eval.bindings import BINDINGS
 from lmms_contam.letters import option_letters
-from lmms_contam.registry.specs import SPECS
 from lmms_contam.schema import SCHEMA_VERSION, write_parquet
 from lmms_contam.synthetic.benchmark import build_test_set
 
@@ -338,10 +338,10 @@ def write_hub_copy(benchmark: str, rows: list[dict], variant: str, path: Path) -
     """The fixture items of one version as a local copy of the benchmark in its hub layout."""
     import datasets
 
-    spec = SPECS[benchmark]
+    bound = BINDINGS[benchmark]  # the hub's image column is the one lmms-eval's built-in task reads
     table = datasets.Dataset.from_list([hub_row(benchmark, row, variant) for row in rows])
-    image = [datasets.Image()] if spec.image_list else datasets.Image()
-    table.cast_column(spec.image_field, image).to_parquet(str(path))
+    image = [datasets.Image()] if bound.image_list else datasets.Image()
+    table.cast_column(bound.image_field, image).to_parquet(str(path))
     return path
 
 

@@ -5,8 +5,8 @@ import shutil
 import datasets
 import pytest
 
-from lmms_contam.harness import datasets as resolution
-from lmms_contam.harness.datasets import PerturbedSetNotFound, resolve
+from lmms_contam import set_locations as resolution
+from lmms_contam.set_locations import PerturbedSetNotFound, resolve
 
 
 def test_missing_set_lists_every_place_looked(tmp_path, monkeypatch):

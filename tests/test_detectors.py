@@ -98,7 +98,8 @@ def test_circular_eval_leaves_out_options_that_name_option_letters():
 
 
 def test_the_switch_rotates_the_items_left_out_too(with_sets, monkeypatch):
-    from lmms_contam.harness import docs, task_functions
+    from lmms_contam.hosts.lmms_eval import documents as docs
+    from lmms_contam.hosts.lmms_eval import task_functions
 
     variants = [doc["contam_variant"] for doc in task_functions.mmstar_circular_docs(None)]
     assert variants.count(UNROTATED) == 1 and len(variants) == 11 * 4 + 1  # the fixture's one such item
@@ -145,7 +146,7 @@ def test_flags_point_the_right_way():
 
 
 def test_text_only_documents_show_a_blank_canvas_of_the_original_size(with_sets):
-    from lmms_contam.harness import task_functions
+    from lmms_contam.hosts.lmms_eval import task_functions
 
     rows = pd.read_parquet(with_sets["mmstar"])
     text_only = task_functions.mmstar_text_only_docs(None)
@@ -160,7 +161,8 @@ def test_text_only_documents_show_a_blank_canvas_of_the_original_size(with_sets)
 
 
 def test_text_only_documents_carry_no_image_when_asked(with_sets, monkeypatch):
-    from lmms_contam.harness import docs, task_functions
+    from lmms_contam.hosts.lmms_eval import documents as docs
+    from lmms_contam.hosts.lmms_eval import task_functions
 
     monkeypatch.setenv(docs.TEXT_ONLY_IMAGE_ENV, "none")
     text_only = task_functions.mmstar_text_only_docs(None)

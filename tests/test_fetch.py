@@ -157,7 +157,7 @@ def test_an_archive_member_that_leaves_the_folder_is_refused(release, tmp_path):
 
 
 def test_two_provisioners_at_once_download_once(release, tmp_path):
-    code = "from lmms_contam.harness.datasets import resolve; print(resolve('mmstar').value)"
+    code = "from lmms_contam.set_locations import resolve; print(resolve('mmstar').value)"
     with serve(release) as github:
         env = environment(github, tmp_path / "home", release)
         env.pop("HF_HUB_OFFLINE", None)

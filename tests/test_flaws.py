@@ -13,12 +13,12 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from lmms_contam.harness.datasets import env_var
 from lmms_contam.letters import option_letters
 from lmms_contam.llm import image_part
 from lmms_contam.perturb.config import PerturbConfig
 from lmms_contam.perturb.verify_set import verify_set
 from lmms_contam.report.sets import set_status
+from lmms_contam.set_locations import env_var
 from lmms_contam.synthetic import benchmark, flaw_study, flaws, reader
 from lmms_contam.synthetic.experiment import Row
 from lmms_contam.synthetic.judge_server import IdealReaderJudge, verdict

@@ -18,7 +18,7 @@ from fixtures import ROWS, answers_right, real_photos, write_hub_copy
 from scipy.stats import binomtest
 
 from lmms_contam import stats
-from lmms_contam.registry.specs import SPECS
+from lmms_contam.hosts.lmms_eval.bindings import BINDINGS
 from lmms_contam.schema import features_for
 
 pytestmark = pytest.mark.slow
@@ -166,7 +166,7 @@ def builtin_tasks_on(rows: dict[str, list[dict]], benchmarks: list[str], folder:
     for benchmark in benchmarks:
         path = write_hub_copy(benchmark, rows[benchmark], "perturbed", folder / f"{benchmark}_builtin.parquet")
         (include / f"{benchmark}_builtin_local.yaml").write_text(
-            f"include: {BUILTIN / SPECS[benchmark].lmms_eval_yaml}\ntask: {benchmark}_builtin_local\n"
+            f"include: {BUILTIN / BINDINGS[benchmark].builtin_yaml}\ntask: {benchmark}_builtin_local\n"
             f"dataset_path: parquet\ndataset_name: null\ndataset_kwargs:\n  data_files:\n"
             f"    {BUILTIN_SPLIT.get(benchmark, 'test')}: {path}\n"
         )

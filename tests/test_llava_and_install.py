@@ -14,7 +14,7 @@ import pytest
 from conftest import metric, run_lmms_eval
 from tiny_llava import build_tiny_llava
 
-from lmms_contam.harness.scoring import PAIRED_METRICS
+from lmms_contam.hosts.lmms_eval.scoring import PAIRED_METRICS
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]

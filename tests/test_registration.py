@@ -3,7 +3,7 @@
 import lmms_eval.tasks
 import pytest
 
-from lmms_contam.harness import registration
+from lmms_contam.hosts.lmms_eval import registration
 
 
 def test_plain_task_manager_indexes_the_plugin_tasks_once():
@@ -25,7 +25,7 @@ def test_test_models_are_resolvable_by_the_harness_registry():
 
     for name in TEST_MODELS:
         cls = MODEL_REGISTRY_V2.get_model_class(name)
-        assert cls.__module__ == "lmms_contam.harness.check_models"
+        assert cls.__module__ == "lmms_contam.hosts.lmms_eval.reference_models"
 
 
 def test_changed_internals_give_one_warning_naming_the_fallback(monkeypatch):

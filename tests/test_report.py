@@ -252,7 +252,7 @@ def test_results_from_another_task_version_are_refused(outputs, tmp_path):
 
 
 def test_peer_detectors_sit_beside_the_perturbation_verdict(outputs, tmp_path):
-    from lmms_contam.harness.scoring import DETECTOR_METRICS
+    from lmms_contam.hosts.lmms_eval.scoring import DETECTOR_METRICS
 
     out, page = tmp_path / "report.json", tmp_path / "report.html"
     args = (str(outputs["detectors"]), str(outputs["circular_only"]))
@@ -347,4 +347,4 @@ def test_text_only_leakage_against_the_base_llms_text_only_run(outputs, tmp_path
     _refused([str(outputs["detectors"]), "--text-only-baseline", str(both)], tmp_path,
              "holds the text-only runs of 2 models")  # fmt: skip
     _refused([str(outputs["detectors"]), "--text-only-baseline", str(outputs["oracle"])], tmp_path,
-             "no *_text_only samples there")  # fmt: skip
+             "no text-only runs there")  # fmt: skip

@@ -27,18 +27,21 @@ from lmms_contam.corpus.eval_sources import BenchmarkSource
 from lmms_contam.corpus.ingest import embed_corpus
 from lmms_contam.corpus.scan_files import ScanOutputError
 from lmms_contam.flags import CLEAN, FLAGGED, UNJUDGED, UNSCANNED
-from lmms_contam.harness.registration import tasks_dir
-from lmms_contam.harness.scanned import SCANNED_METRICS, join_flags
+from lmms_contam.hosts.lmms_eval.bindings import BINDINGS
+from lmms_contam.hosts.lmms_eval.registration import tasks_dir
+from lmms_contam.hosts.lmms_eval.scanned import SCANNED_METRICS, join_flags
+from lmms_contam.hosts.readers import read_runs
 from lmms_contam.judge.run import judge_benchmark
 from lmms_contam.llm import EndpointConfig
-from lmms_contam.registry.specs import SCANNABLE, SPECS
+from lmms_contam.registry.specs import SCANNABLE
 from lmms_contam.report.build import build
+from lmms_contam.report.inputs import Loaded
 
 SPLITS = {"mmstar": "val", "mmbench": "dev", "mmmu": "validation"}
 OFFLINE = embedder_config("efficientnet-lite0")  # the scans count at its calibrated threshold
 BUILTIN = Path(lmms_utils.__file__).parent / "tasks"
 # The built-in tasks the scanned ones score as (NaturalBench's asserts all 7600 rows).
-BUILTIN_YAML = {name: BUILTIN / SPECS[name].lmms_eval_yaml for name in SCANNABLE if name != "naturalbench"}
+BUILTIN_YAML = {name: BUILTIN / BINDINGS[name].builtin_yaml for name in SCANNABLE if name != "naturalbench"}
 # MMStar's scripted judge: the captions answer the even-numbered items; item 6 gets no usable reply.
 ANSWERABLE_ITEMS, UNJUDGED_ITEM = {0, 2, 4, 16, 18, 20, 22}, 6
 
@@ -229,7 +232,7 @@ def test_missing_scan_folder_says_where_it_looked(scanned):
 
 def test_report_adds_the_gap_to_its_leaderboard(contaminated_run, tmp_path):
     _, out = contaminated_run
-    analysed, text = build([out], json_path=tmp_path / "report.json", html_path=tmp_path / "report.html")
+    analysed, text = build(read_runs([out]), json_path=tmp_path / "report.json", html_path=tmp_path / "report.html")
     assert {r.benchmark for r in analysed.scanned} == set(SCANNABLE)
     mmstar = next(r for r in analysed.scanned if r.benchmark == "mmstar")
     # The report recomputes from the samples what the task's metrics said.
@@ -252,7 +255,7 @@ def test_report_adds_the_gap_to_its_leaderboard(contaminated_run, tmp_path):
 
 
 def test_report_page_shows_the_closest_matches_side_by_side(scanned, tmp_path):
-    build([], scans=scanned.scans, html_path=tmp_path / "report.html")
+    build(Loaded([], []), scans=scanned.scans, html_path=tmp_path / "report.html")
     page = (tmp_path / "report.html").read_text()
     section = page.split("mmstar: closest corpus matches above 0.5")[1].split("<h3>")[0]
     # 16 of 32 items are flagged; the 12 closest are shown, each eval image beside its corpus copy.
@@ -262,7 +265,7 @@ def test_report_page_shows_the_closest_matches_side_by_side(scanned, tmp_path):
     shutil.copytree(scanned.scans, moved, ignore=shutil.ignore_patterns("work", "judge-cache"))
     summary = json.loads((moved / "mmstar.summary.json").read_text())
     (moved / "mmstar.summary.json").write_text(json.dumps({**summary, "corpus": str(tmp_path / "gone")}))
-    build([], scans=moved, html_path=tmp_path / "moved.html")
+    build(Loaded([], []), scans=moved, html_path=tmp_path / "moved.html")
     section = (tmp_path / "moved.html").read_text().split("mmstar: closest corpus matches")[1].split("<h3>")[0]
     assert "corpus metadata unavailable" in section and section.count('<img alt="eval"') == 12
     assert "corpus: no local image" in section

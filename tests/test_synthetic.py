@@ -13,7 +13,7 @@ import pytest
 import torch
 import yaml
 
-from lmms_contam.harness.registration import tasks_dir
+from lmms_contam.hosts.lmms_eval.registration import tasks_dir
 from lmms_contam.schema import validate
 from lmms_contam.synthetic import benchmark, train
 from lmms_contam.synthetic.scenes import CELL, KINDS, counterfactual, draw_scene, render

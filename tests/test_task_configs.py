@@ -9,8 +9,9 @@ import yaml
 from lmms_eval import utils as lmms_utils
 from lmms_eval.tasks import TaskManager
 
-from lmms_contam.harness.registration import tasks_dir
-from lmms_contam.harness.scanned import SCANNED_METRICS
+from lmms_contam.hosts.lmms_eval.bindings import BINDINGS
+from lmms_contam.hosts.lmms_eval.registration import tasks_dir
+from lmms_contam.hosts.lmms_eval.scanned import SCANNED_METRICS
 from lmms_contam.registry.specs import PERTURB_FROM_HUB, PERTURBABLE, SCANNABLE, SPECS, WITH_DETECTORS
 
 YAMLS = sorted(tasks_dir().rglob("*.yaml"))
@@ -26,7 +27,7 @@ BUILTIN = Path(lmms_utils.__file__).parent / "tasks"
 # Documents per item of each peer detector task (None: one per option, CircularEval's rotations).
 DETECTOR_DOCS = {"circular": None, "option_shuffle": 2, "text_only": 1}
 # The built-in task each benchmark's tasks reuse the prompt, generation and scoring of.
-BUILTIN_YAML = {name: BUILTIN / spec.lmms_eval_yaml for name, spec in SPECS.items() if spec.lmms_eval_yaml}
+BUILTIN_YAML = {name: BUILTIN / b.builtin_yaml for name, b in BINDINGS.items() if b.builtin_yaml}
 
 
 def test_the_glob_finds_every_task():

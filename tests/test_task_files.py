@@ -12,9 +12,10 @@ from lmms_eval import utils as lmms_utils
 from lmms_eval.tasks import TaskManager
 
 from lmms_contam import cli
-from lmms_contam.harness import task_files
-from lmms_contam.harness.registration import tasks_dir
-from lmms_contam.harness.scanned import SCANNED_METRICS
+from lmms_contam.hosts.lmms_eval import task_files
+from lmms_contam.hosts.lmms_eval.bindings import BINDINGS
+from lmms_contam.hosts.lmms_eval.registration import tasks_dir
+from lmms_contam.hosts.lmms_eval.scanned import SCANNED_METRICS
 from lmms_contam.registry.specs import SPECS
 from lmms_contam.schema import write_parquet
 
@@ -45,7 +46,7 @@ def test_generate_rewrites_a_changed_file_and_removes_a_stray_one(tmp_path, caps
     assert {p.relative_to(tasks) for p in tasks.rglob("*")} == shipped
 
 
-@pytest.mark.parametrize("benchmark", [name for name, spec in SPECS.items() if spec.lmms_eval_yaml])
+@pytest.mark.parametrize("benchmark", [name for name, bound in BINDINGS.items() if bound.builtin_yaml])
 def test_the_built_in_yaml_reads_as_lmms_eval_loads_it(benchmark):
     """Includes merged in lmms-eval's order and relative `!function`s made absolute: the same functions."""
     path = task_files.base_yaml(SPECS[benchmark])
@@ -85,19 +86,22 @@ def _loaded(value: object) -> object:
 def test_a_task_yaml_the_generator_cannot_carry_is_refused(tmp_path, monkeypatch):
     own = tmp_path / "own.yaml"
     own.write_text("output_type: generate_until\nfewshot_config: {sampler: first_n}\n")
-    monkeypatch.setitem(SPECS, TOY, replace(SPECS["synthetic"], name=TOY, own_task_yaml=str(own)))  # absolute
+    monkeypatch.setitem(SPECS, TOY, replace(SPECS["synthetic"], name=TOY))
+    monkeypatch.setitem(BINDINGS, TOY, replace(BINDINGS["synthetic"], own_task_yaml=str(own)))  # absolute
     with pytest.raises(task_files.TaskFileError, match=r"own.yaml: .* carry \['fewshot_config'\]"):
         task_files.generated()
 
 
 @pytest.fixture
 def toy_tasks(tmp_path, monkeypatch) -> Path:
-    """A benchmark added to the registry in the test only (the only one, so its folder holds its tasks alone):
-    MMStar's built-in task, layout and hub parser."""
-    toy = replace(SPECS["mmstar"], name=TOY, label="ToyBench", released=False)
-    for name in list(SPECS):
-        monkeypatch.delitem(SPECS, name)
+    """A benchmark added to the registry and bound to lmms-eval in the test only (the only one, so its folder
+    holds its tasks alone): MMStar's built-in task, layout and hub parser."""
+    toy, bound = replace(SPECS["mmstar"], name=TOY, label="ToyBench", released=False), BINDINGS["mmstar"]
+    for table in (SPECS, BINDINGS):
+        for name in list(table):
+            monkeypatch.delitem(table, name)
     monkeypatch.setitem(SPECS, TOY, toy)
+    monkeypatch.setitem(BINDINGS, TOY, bound)
     rows = [{**row, "benchmark": TOY, "item_id": f"toy-{row['original_id']}"} for row in mmstar_rows(real_photos())]
     monkeypatch.setenv(f"LMMS_CONTAM_DATASET_{TOY.upper()}", str(write_parquet(rows, TOY, tmp_path / "toy.parquet")))
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -26,7 +26,7 @@ def rate(text: str) -> float:
 
 
 def hub_repo_id(value: str) -> str:
-    from lmms_contam.harness.datasets import HUB_ID
+    from lmms_contam.set_locations import HUB_ID
 
     if not HUB_ID.match(value):
         raise argparse.ArgumentTypeError(f"{value!r} is not a hub repository id (namespace/name)")

@@ -79,7 +79,7 @@ def _scan(args: argparse.Namespace) -> int:
     from lmms_contam.corpus.eval_sources import eval_sources
     from lmms_contam.corpus.run import scan_source
     from lmms_contam.corpus.runners import make_runner
-    from lmms_contam.harness.datasets import originals_source
+    from lmms_contam.set_locations import originals_source
 
     if args.originals and len(args.eval or []) != 1:
         return stop("scan", "--originals is a local copy of one benchmark; give exactly one --eval")

@@ -24,11 +24,11 @@ def _perturb(args: argparse.Namespace) -> int:
     from itertools import islice
 
     from lmms_contam.benchmarks import loaders
-    from lmms_contam.harness.datasets import originals_source
     from lmms_contam.llm import TooManyFailures
     from lmms_contam.perturb import pipeline
     from lmms_contam.perturb.config import PerturbConfig
     from lmms_contam.schema import PerturbedSetError
+    from lmms_contam.set_locations import originals_source
 
     try:
         config = PerturbConfig.from_yaml(args.config)
@@ -56,12 +56,12 @@ def _perturb(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from lmms_contam.harness.datasets import resolve
     from lmms_contam.llm import TooManyFailures
     from lmms_contam.perturb.config import PerturbConfig
     from lmms_contam.perturb.verify_set import verify_set
     from lmms_contam.registry.specs import PERTURBABLE
     from lmms_contam.schema import VERIFIED_SUBSET, PerturbedSetError
+    from lmms_contam.set_locations import resolve
 
     try:
         folder = Path(args.set)

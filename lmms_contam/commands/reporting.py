@@ -9,13 +9,16 @@ from lmms_contam.commands.common import stop
 
 
 def _report(args: argparse.Namespace) -> int:
+    from lmms_contam.hosts.readers import read_runs
     from lmms_contam.report.build import build
-    from lmms_contam.report.inputs import ReportInputError
+    from lmms_contam.report.inputs import Loaded, ReportInputError, text_only_baselines
 
     try:
-        _, markdown = build(args.paths, alpha=args.alpha, markdown=args.markdown, json_path=args.json,
-                            html_path=args.html, scans=args.scans,
-                            text_only_baseline=args.text_only_baseline)  # fmt: skip
+        loaded = read_runs(args.paths) if args.paths else Loaded([], [])
+        baseline = args.text_only_baseline
+        baselines = text_only_baselines(read_runs([baseline]), baseline) if baseline else None
+        _, markdown = build(loaded, alpha=args.alpha, markdown=args.markdown, json_path=args.json,
+                            html_path=args.html, scans=args.scans, baselines=baselines)  # fmt: skip
     except (ReportInputError, ValueError) as exc:
         return stop("report", exc)
     except OSError as exc:  # an output that cannot be written: none was

@@ -13,15 +13,15 @@ RELEASE = "the MMStar / RealWorldQA sets released with the semantic-perturbation
 
 
 def _tasks_dir(_args: argparse.Namespace) -> int:
-    from lmms_contam.harness.registration import tasks_dir
+    from lmms_contam.hosts.lmms_eval.registration import tasks_dir
 
     print(tasks_dir())
     return 0
 
 
 def _generate_tasks(args: argparse.Namespace) -> int:
-    from lmms_contam.harness.registration import tasks_dir
-    from lmms_contam.harness.task_files import FUNCTIONS_FILE, TaskFileError, differences, write
+    from lmms_contam.hosts.lmms_eval.registration import tasks_dir
+    from lmms_contam.hosts.lmms_eval.task_files import FUNCTIONS_FILE, TaskFileError, differences, write
 
     try:
         changed = differences(tasks_dir(), FUNCTIONS_FILE) if args.check else write(tasks_dir(), FUNCTIONS_FILE)
@@ -39,9 +39,9 @@ def _generate_tasks(args: argparse.Namespace) -> int:
 
 def _datasets(args: argparse.Namespace) -> int:
     """Show where each benchmark's perturbed set resolves, and check it when asked; never downloads."""
-    from lmms_contam.harness.datasets import NotFetchedYet, load_perturbed_set, resolve
     from lmms_contam.registry.specs import PERTURBABLE
     from lmms_contam.schema import PerturbedSetError
+    from lmms_contam.set_locations import NotFetchedYet, load_perturbed_set, resolve
 
     status = 0
     for benchmark in args.benchmark or sorted(PERTURBABLE):
@@ -63,8 +63,8 @@ def _datasets(args: argparse.Namespace) -> int:
 def _fetch_mm_perturb(args: argparse.Namespace) -> int:
     from lmms_contam.benchmarks.mm_perturb_release import fetch_release
     from lmms_contam.download import DownloadError
-    from lmms_contam.harness.datasets import default_folder, home, originals_source
     from lmms_contam.schema import PerturbedSetError
+    from lmms_contam.set_locations import default_folder, home, originals_source
 
     benchmarks = list(RELEASED) if args.benchmark == "all" else [args.benchmark]
     if args.originals and len(benchmarks) > 1:
@@ -85,8 +85,8 @@ def _fetch_mm_perturb(args: argparse.Namespace) -> int:
 
 def _import_mm_perturb(args: argparse.Namespace) -> int:
     from lmms_contam.benchmarks import loaders, mm_perturb
-    from lmms_contam.harness.datasets import default_folder, originals_source
     from lmms_contam.schema import PerturbedSetError
+    from lmms_contam.set_locations import default_folder, originals_source
 
     benchmark = args.benchmark or mm_perturb.benchmark_from_name(args.tsv)
     if benchmark is None:
@@ -144,7 +144,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "generate",
         help="write every benchmark's task YAMLs from the registry",
         description="Write the task YAMLs of every benchmark in lmms_contam/registry/specs.py, and the module "
-        "that names their !function targets (lmms_contam/harness/task_functions.py), from the installed "
+        "that names their !function targets (lmms_contam/hosts/lmms_eval/task_functions.py), from the installed "
         "lmms-eval's built-in tasks: their prompts, generation settings and metrics. The task folder is the "
         "generator's alone: files it would not write are removed. Run it after adding a benchmark or upgrading "
         "lmms-eval; the files are checked in, so lmms-eval finds them without running this.",

@@ -3,7 +3,6 @@ files appear together or not at all."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from pathlib import Path
 
 from lmms_contam.atomic import atomic_paths
@@ -12,23 +11,22 @@ from lmms_contam.report.sets import set_status
 
 
 def build(
-    paths: Iterable[str | Path],
+    loaded: inputs.Loaded,
     *,
     alpha: float = 0.05,
     markdown: str | Path | None = None,
     json_path: str | Path | None = None,
     html_path: str | Path | None = None,
     scans: str | Path | None = None,
-    text_only_baseline: str | Path | None = None,
+    baselines: dict[str, inputs.DetectorRun] | None = None,
 ) -> tuple[analysis.Analysed, str]:
-    """Return the analysis and the Markdown text; write the requested files, all or none."""
+    """Return the analysis and the Markdown text; write the requested files, all or none. `loaded` comes
+    from the hosts' readers (lmms_contam.hosts.read_runs), `baselines` are a base LLM's text-only runs."""
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be between 0 and 1, got {alpha}")
-    paths = list(paths)
-    if not paths and scans is None:
-        raise inputs.ReportInputError("nothing to report: give lmms-eval output folders, or --scans, or both")
-    loaded = inputs.load(paths) if paths else inputs.Loaded([], [])
-    baselines = inputs.text_only_baselines(text_only_baseline) if text_only_baseline is not None else {}
+    if not (loaded.benchmarks or loaded.detectors or loaded.scanned) and scans is None:
+        raise inputs.ReportInputError("nothing to report: give lmms-eval or VLMEvalKit output folders, or --scans")
+    baselines = baselines or {}
     analysed = analysis.Analysed(
         results=analysis.decide([analysis.analyse(entry) for entry in loaded.benchmarks], alpha),
         detectors=[analysis.analyse_detector(run, baselines) for run in loaded.detectors],

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lmms_contam.harness.datasets import load_perturbed_set
 from lmms_contam.imaging import thumbnail_uri
 from lmms_contam.schema import PerturbedSetError
+from lmms_contam.set_locations import load_perturbed_set
 
 
 @dataclass(frozen=True)

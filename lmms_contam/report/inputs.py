@@ -1,37 +1,17 @@
-"""Read lmms-eval output folders or files into per-(model, benchmark) scored items.
-
-Every refusal names the file (and line) at fault: a report built on a partial or mismatched run
-would look authoritative and be wrong.
+"""What the report reads: the scored items of each (model, benchmark) and the runs of the peer detectors and
+scanned tasks, as typed records. Each host's reader (lmms_contam/hosts/) fills them from the folders its
+harness writes, and says which host ran them and how their answers were matched; the report knows no host.
 """
 
 from __future__ import annotations
 
-import json
-import math
-import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TypeVar
 
-from tqdm.auto import tqdm
+from lmms_contam.detectors.signals import TEXT_ONLY
+from lmms_contam.records import ContamRecord
 
-from lmms_contam.detectors.signals import DETECTORS, TEXT_ONLY
-from lmms_contam.harness.scoring import AGGREGATIONS, task_metrics
-from lmms_contam.records import ContamRecord, checked
-from lmms_contam.registry.specs import PERTURBABLE, SCANNABLE, WITH_DETECTORS
-
-TASK_VERSION = 1.0
-KNOWN_TASK = re.compile(rf"^({'|'.join(PERTURBABLE)})_(contam|original|perturbed)$")
-DETECTOR_TASK = re.compile(rf"^({'|'.join(WITH_DETECTORS)})_({'|'.join(DETECTORS)})$")
-# `<benchmark>_scanned`, or a task including its YAML under a longer name (e.g. one reading a local copy).
-SCANNED_TASK = re.compile(rf"^({'|'.join(SCANNABLE)})_(scanned)(?:_[\w-]+)?$")
-SCANNED_FIELDS = ("item_id", "correct", "image_only", "image_text")
-SAMPLES_FILE = re.compile(r"^(?P<stamp>.+)_samples_(?P<task>.+)\.jsonl$")
-
-
-T = TypeVar("T")
+LMMS_EVAL, VLMEVALKIT = "lmms-eval", "VLMEvalKit"
 
 
 class ReportInputError(ValueError):
@@ -53,6 +33,11 @@ class ModelBenchmark:
     benchmark: str
     items: dict[str, dict[str, ScoredItem]] = field(default_factory=lambda: defaultdict(dict))
     sources: dict[str, str] = field(default_factory=dict)  # variant -> file
+    host: str = LMMS_EVAL
+    # How the replies were judged right or wrong: the built-in task's scoring (lmms-eval), or VLMEvalKit's answer
+    # matching and the judge it named ("exact_matching", or an LLM that matched the replies its rules could not).
+    matching: str = "the built-in task's scoring"
+    notes: tuple[str, ...] = ()  # what a reader of the verdict should know about how the runs were made
 
     @property
     def set_manifest(self) -> str | None:
@@ -60,9 +45,22 @@ class ModelBenchmark:
         found = {item.set_manifest for versions in self.items.values() for item in versions.values()}
         if len(found) > 1:
             files = ", ".join(self.sources.values())
-            raise ReportInputError(f"{self.model}, {self.benchmark}: the runs ({files}) scored {len(found)} "
-                                   "different perturbed sets; report each set's runs apart")  # fmt: skip
+            raise ReportInputError(
+                f"{self.model}, {self.benchmark}: the runs ({files}) scored {len(found)} different perturbed sets; "
+                "report each set's runs apart"
+            )
         return found.pop() if found else None
+
+    def check_pairs(self) -> None:
+        """Both versions of every item, or a refusal naming the files and items that lack one."""
+        only = {v: sorted(i for i, versions in self.items.items() if set(versions) == {v}) for v in self.sources}
+        if any(only.values()):
+            detail = "; ".join(
+                f"{len(ids)} item(s) only in {self.sources[v]} (e.g. {', '.join(ids[:3])})"
+                for v, ids in only.items()
+                if ids
+            )
+            raise ReportInputError(f"{self.model}, {self.benchmark}: the item sets differ: {detail}")
 
 
 @dataclass(frozen=True)
@@ -74,6 +72,7 @@ class DetectorRun:
     detector: str
     records: list[ContamRecord]
     source: str
+    host: str = LMMS_EVAL
 
 
 @dataclass(frozen=True)
@@ -92,310 +91,20 @@ class Loaded:
     detectors: list[DetectorRun]
     scanned: list[ScannedRun] = field(default_factory=list)
 
-
-def model_label(results: dict) -> str:
-    config = results.get("config") or {}
-    label = results.get("model_name") or config.get("model") or "unknown-model"
-    args = config.get("model_args")
-    return f"{label} ({args})" if args and not results.get("model_name") else str(label)
+    def __add__(self, other: Loaded) -> Loaded:
+        return Loaded(self.benchmarks + other.benchmarks, self.detectors + other.detectors,
+                      self.scanned + other.scanned)  # fmt: skip
 
 
-def find_runs(paths: Iterable[str | Path]) -> list[Path]:
-    """Every *_results.json under the given folders, plus results files named directly; each once, however
-    its folder was spelt (paths are compared resolved)."""
-    found: list[Path] = []
-    for raw in paths:
-        path = Path(raw)
-        if path.is_dir():
-            found.extend(sorted(path.resolve().rglob("*_results.json")))
-        elif path.is_file() and path.name.endswith("_results.json"):
-            found.append(path.resolve())
-        elif path.is_file() and SAMPLES_FILE.match(path.name):
-            found.append(path.resolve().with_name(f"{SAMPLES_FILE.match(path.name)['stamp']}_results.json"))
-        else:
-            raise ReportInputError(f"{path}: not an lmms-eval output folder, *_results.json or *_samples_<task>.jsonl")
-    if not found:
-        raise ReportInputError(f"no *_results.json under {', '.join(map(str, paths))}")
-    return list(dict.fromkeys(found))
-
-
-def _read_json(path: Path) -> dict:
-    """An lmms-eval results file: a JSON object whose sections the report reads are objects too."""
-    if not path.is_file():
-        raise ReportInputError(f"{path}: missing (its samples files are here but the results file is not)")
-    text = path.read_text()
-    if not text.strip():
-        raise ReportInputError(f"{path}: empty file")
-    try:
-        results = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ReportInputError(f"{path}: not valid JSON (truncated?): {exc}") from exc
-    if not isinstance(results, dict):
-        raise ReportInputError(f"{path}: an lmms-eval results file is a JSON object, not {_kind(results)}")
-    for section in ("config", "configs", "n-samples"):
-        if not isinstance(results.get(section, {}), dict):
-            raise ReportInputError(f"{path}: '{section}' is {_kind(results[section])}, expected an object")
-    return results
-
-
-def _kind(value: object) -> str:
-    return {dict: "an object", list: "a list", str: "a string", type(None): "null", bool: "a boolean"}.get(
-        type(value), "a number"
-    )
-
-
-def _read_samples(path: Path, expected: int | None) -> list[tuple[int, dict]]:
-    """(line number, sample) for every line; each must be a JSON object, and as many as results.json says
-    were logged (a samples file cut short, even at a pair boundary, is refused)."""
-    lines = path.read_text().splitlines()
-    if not any(line.strip() for line in lines):
-        raise ReportInputError(f"{path}: empty file")
-    samples = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            sample = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ReportInputError(f"{path}:{number}: not valid JSON (truncated line?): {exc}") from exc
-        if not isinstance(sample, dict):
-            raise ReportInputError(f"{path}:{number}: a sample is a JSON object, not {_kind(sample)}")
-        samples.append((number, sample))
-    if expected is not None and len(samples) != expected:
-        raise ReportInputError(
-            f"{path}: {len(samples)} samples, but its results file says {expected} were logged (a truncated "
-            "or replaced samples file?)"
-        )
-    return samples
-
-
-def _check_task(results: dict, task: str, source: Path) -> int | None:
-    """Refuse another task version or a --limit run; return how many samples the run logged."""
-    config = results.get("configs", {}).get(task) or {}
-    metadata = config.get("metadata") if isinstance(config, dict) else None
-    versions = [entry.get("version") for entry in metadata or [] if isinstance(entry, dict)]
-    if versions and _number(versions[0]) != TASK_VERSION:
-        raise ReportInputError(f"{source}: task {task} version {versions[0]}; this report reads version {TASK_VERSION}")
-    limit = results.get("config", {}).get("limit")
-    counts = results.get("n-samples", {}).get(task) or {}
-    if not isinstance(counts, dict):
-        raise ReportInputError(f"{source}: 'n-samples' of {task} is {_kind(counts)}, expected an object")
-    effective, original = _number(counts.get("effective")), _number(counts.get("original"))
-    if limit not in (None, -1) or (effective is not None and original is not None and effective < original):
-        raise ReportInputError(
-            f"{source}: task {task} ran with --limit ({counts.get('effective')} of {counts.get('original')} "
-            "documents); a contamination verdict needs every kept item"
-        )
-    return None if effective is None else int(effective)
-
-
-def _number(value: object) -> float | None:
-    if isinstance(value, bool):
-        return None
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def _record(sample: dict, source: Path, line: int) -> ContamRecord:
-    """A perturbation or detector sample's record."""
-    try:
-        return ContamRecord.from_logged(sample.get("contam_ids"), f"{source}:{line}")
-    except ValueError as exc:
-        raise ReportInputError(str(exc)) from exc
-
-
-def _to_item(sample: dict, source: Path, line: int) -> ScoredItem:
-    response = sample.get("filtered_resps")
-    response = response[0] if isinstance(response, list) and response else response
-    logged = _record(sample, source, line).as_logged()
-    return ScoredItem(**logged, response=str(response if response is not None else ""))
-
-
-@dataclass(frozen=True)
-class _Source:
-    model: str
-    benchmark: str
-    kind: str  # contam | original | perturbed, or a peer detector
-    samples: Path
-    logged: int | None  # how many samples results.json says were logged
-    results_file: Path
-    metrics: dict  # the task's section of results.json's "results": what the run logged for it
-
-
-def _task_parts(task: str) -> tuple[str, str] | None:
-    match = KNOWN_TASK.match(task) or DETECTOR_TASK.match(task) or SCANNED_TASK.match(task)
-    return match.groups() if match else None
-
-
-def _discover(paths: list[str | Path]) -> tuple[list[_Source], set[str]]:
-    sources, unknown = [], set()
-    runs = find_runs(paths)
-    for results_path in tqdm(runs, desc="lmms-contam: reading runs", disable=len(runs) < 5):
-        results = _read_json(results_path)
-        stamp = results_path.name[: -len("_results.json")]
-        for samples_path in sorted(results_path.parent.glob(f"{stamp}_samples_*.jsonl")):
-            task = SAMPLES_FILE.match(samples_path.name)["task"]
-            parts = _task_parts(task)
-            if not parts:
-                unknown.add(task)
-                continue
-            logged = _check_task(results, task, results_path)
-            metrics = (results.get("results") or {}).get(task)
-            sources.append(_Source(model_label(results), *parts, samples_path, logged, results_path,
-                                   metrics if isinstance(metrics, dict) else {}))  # fmt: skip
-    named = [Path(p) for p in paths if Path(p).is_file() and SAMPLES_FILE.match(Path(p).name)]
-    for path in named:
-        task = SAMPLES_FILE.match(path.name)["task"]
-        if not _task_parts(task):
-            raise ReportInputError(
-                f"{path}: task {task!r} is not an lmms-contam task (*_contam, *_original, *_perturbed, *_scanned, "
-                f"or a peer detector: *_{', *_'.join(DETECTORS)})"
-            )
-    return sources, unknown
-
-
-def _one_run_per_kind(model: str, benchmark: str, sources: list[_Source]) -> dict[str, _Source]:
-    by_kind: dict[str, list[_Source]] = defaultdict(list)
-    for source in sources:
-        by_kind[source.kind].append(source)
-    for kind, found in by_kind.items():
-        if len(found) > 1:
-            files = ", ".join(str(s.samples) for s in found)
-            raise ReportInputError(f"{model}, {benchmark}: {len(found)} runs of {benchmark}_{kind} ({files}); pass one")
-    return {kind: found[0] for kind, found in by_kind.items()}
-
-
-def _select(model: str, benchmark: str, sources: list[_Source]) -> list[_Source]:
-    """The paired task if it ran, else one original and one perturbed task."""
-    by_kind = _one_run_per_kind(model, benchmark, sources)
-    if "contam" in by_kind:
-        return [by_kind["contam"]]
-    missing = [kind for kind in ("original", "perturbed") if kind not in by_kind]
-    if missing:
-        present = ", ".join(str(s.samples) for s in sources)
-        raise ReportInputError(f"{model}, {benchmark}: no {benchmark}_{missing[0]} samples (found only {present})")
-    return [by_kind["original"], by_kind["perturbed"]]
-
-
-def load(paths: Iterable[str | Path]) -> Loaded:
-    """Every model's scored items per benchmark, and its peer detector records, from the samples files."""
-    paths = list(paths)
-    sources, unknown = _discover(paths)
-    if not sources:
-        listed = ", ".join(sorted(unknown)) or "none"
-        raise ReportInputError(
-            f"no lmms-contam task samples under {', '.join(map(str, paths))} (tasks found: {listed}); "
-            "run the *_contam, or *_original and *_perturbed, tasks (and any peer detector tasks) with --log_samples"
-        )
-    grouped: dict[tuple[str, str], list[_Source]] = defaultdict(list)
-    for source in sources:
-        grouped[(source.model, source.benchmark)].append(source)
-    benchmarks, detectors, scanned = [], [], []
-    for (model, benchmark), found in sorted(grouped.items()):
-        perturbation = [source for source in found if source.kind not in (*DETECTORS, "scanned")]
-        if perturbation:
-            benchmarks.append(_perturbation_entry(model, benchmark, perturbation))
-        by_kind = _one_run_per_kind(model, benchmark, [source for source in found if source not in perturbation])
-        detectors += [_detector_run(by_kind[name]) for name in DETECTORS if name in by_kind]
-        if "scanned" in by_kind:
-            scanned.append(_scanned_run(by_kind["scanned"]))
-    return Loaded(benchmarks, detectors, scanned)
-
-
-def text_only_baselines(path: str | Path) -> dict[str, DetectorRun]:
-    """Per benchmark, the base LLM's `*_text_only` run in `path`: one model, or the reference is ambiguous."""
-    runs = [run for run in load([path]).detectors if run.detector == TEXT_ONLY]
+def text_only_baselines(loaded: Loaded, source: str) -> dict[str, DetectorRun]:
+    """Per benchmark, the base LLM's text-only run in what was read from `source`: one model, or the reference
+    is ambiguous."""
+    runs = [run for run in loaded.detectors if run.detector == TEXT_ONLY]
     if not runs:
-        raise ReportInputError(f"--text-only-baseline {path}: no *_text_only samples there; run the base LLM on "
-                               "the *_text_only tasks with --log_samples")  # fmt: skip
+        raise ReportInputError(f"--text-only-baseline {source}: no text-only runs there; run the base LLM on the "
+                               "*_text_only tasks with --log_samples (or on an export --family text_only)")  # fmt: skip
     models = sorted({run.model for run in runs})
     if len(models) > 1:
-        raise ReportInputError(f"--text-only-baseline {path}: holds the text-only runs of {len(models)} models "
+        raise ReportInputError(f"--text-only-baseline {source}: holds the text-only runs of {len(models)} models "
                                f"({', '.join(models)}); give the base LLM's alone")  # fmt: skip
     return {run.benchmark: run for run in runs}
-
-
-def _perturbation_entry(model: str, benchmark: str, candidates: list[_Source]) -> ModelBenchmark:
-    entry = ModelBenchmark(model, benchmark)
-    for source in _select(model, benchmark, candidates):
-        samples = _read_samples(source.samples, source.logged)
-        read = []
-        for number, sample in tqdm(samples, desc=source.samples.name, disable=len(samples) < 5000):
-            item = _to_item(sample, source.samples, number)
-            if source.kind != "contam" and item.variant != source.kind:
-                raise ReportInputError(f"{source.samples}:{number}: a {item.variant} sample in a {source.kind} task")
-            if item.variant in entry.items[item.item_id]:
-                raise ReportInputError(f"{source.samples}:{number}: repeats item {item.item_id} ({item.variant})")
-            entry.items[item.item_id][item.variant] = item
-            read.append(item.as_logged())
-        _check_logged_metrics(source, read)
-        for variant in ("original", "perturbed") if source.kind == "contam" else (source.kind,):
-            entry.sources[variant] = str(source.samples)
-    _check_pairs(entry)
-    return entry
-
-
-def _unrepeated(source: _Source, read: Callable[[dict, Path, int], T], key: Callable[[T], tuple[str, str]]) -> list[T]:
-    """Every sample of a run read as a record; an item (in a version) logged twice is refused."""
-    records, seen = [], set()
-    for number, sample in _read_samples(source.samples, source.logged):
-        record = read(sample, source.samples, number)
-        if key(record) in seen:
-            item_id, variant = key(record)
-            raise ReportInputError(
-                f"{source.samples}:{number}: repeats item {item_id}{f' ({variant})' if variant else ''}"
-            )
-        seen.add(key(record))
-        records.append(record)
-    return records
-
-
-def _check_logged_metrics(source: _Source, logged: list[dict]) -> None:
-    """Each figure the task logged in results.json, recomputed from the samples with the task's own
-    aggregation: a samples file of another run (another model, lines replaced) disagrees and is refused."""
-    task = f"{source.benchmark}_{source.kind}"
-    for metric in task_metrics(source.kind):
-        key = f"{metric.name},none"
-        theirs = _number(source.metrics.get(key))
-        if theirs is None:
-            raise ReportInputError(
-                f"{source.results_file}: no {metric.name} for task {task}, so its samples cannot be checked against "
-                "the run (an older lmms-contam's? rerun the task)"
-            )
-        ours = AGGREGATIONS[metric.aggregation](logged)
-        if not (math.isclose(ours, theirs, rel_tol=1e-9, abs_tol=1e-12) or (math.isnan(ours) and math.isnan(theirs))):
-            raise ReportInputError(f"{source.samples}: its samples give {metric.name} = {ours:.6g}, but "
-                                   f"{source.results_file} logged {theirs:.6g} for {task}: the samples file is not "
-                                   "this run's (another model's, or lines replaced)")  # fmt: skip
-
-
-def _scanned_ids(sample: dict, source: Path, line: int) -> dict:
-    """A scanned task's record: contamination flags per item, not a ContamRecord."""
-    try:
-        return checked(sample.get("contam_ids"), f"{source}:{line}", SCANNED_FIELDS)
-    except ValueError as exc:
-        raise ReportInputError(str(exc)) from exc
-
-
-def _detector_run(source: _Source) -> DetectorRun:
-    records = _unrepeated(source, _record, lambda r: (r.item_id, r.variant))
-    _check_logged_metrics(source, [record.as_logged() for record in records])
-    return DetectorRun(source.model, source.benchmark, source.kind, records, str(source.samples))
-
-
-def _scanned_run(source: _Source) -> ScannedRun:
-    records = _unrepeated(source, _scanned_ids, lambda r: (str(r["item_id"]), ""))
-    return ScannedRun(source.model, source.benchmark, records, str(source.samples))
-
-
-def _check_pairs(entry: ModelBenchmark) -> None:
-    only = {v: sorted(i for i, versions in entry.items.items() if set(versions) == {v}) for v in entry.sources}
-    if any(only.values()):
-        detail = "; ".join(
-            f"{len(ids)} item(s) only in {entry.sources[v]} (e.g. {', '.join(ids[:3])})"
-            for v, ids in only.items()
-            if ids
-        )
-        raise ReportInputError(f"{entry.model}, {entry.benchmark}: the item sets differ: {detail}")

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
-from lmms_contam.harness.datasets import SetLocation, env_var, manifest_path, manifest_sha256, resolve
 from lmms_contam.schema import PerturbedSetError
+from lmms_contam.set_locations import SetLocation, env_var, manifest_path, manifest_sha256, resolve
 
 FLAWED_COUNTERFACTUALS = "a negative delta may come from flawed counterfactuals rather than memorisation"
 

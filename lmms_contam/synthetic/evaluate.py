@@ -17,7 +17,7 @@ import yaml
 
 from lmms_contam.atomic import atomic_path
 from lmms_contam.detectors.signals import DETECTORS
-from lmms_contam.harness.datasets import env_var
+from lmms_contam.set_locations import env_var
 
 PERTURBATION_TASK = "synthetic_contam"
 DETECTOR_TASKS = tuple(f"synthetic_{detector}" for detector in DETECTORS)

@@ -21,9 +21,9 @@ from scipy import stats as scipy_stats
 
 from lmms_contam.atomic import atomic_path
 from lmms_contam.detectors.signals import DETECTORS, LABELS
-from lmms_contam.harness.datasets import env_var
 from lmms_contam.report import analysis
 from lmms_contam.report.build import build as build_report
+from lmms_contam.set_locations import env_var
 from lmms_contam.synthetic import benchmark
 from lmms_contam.synthetic.evaluate import DETECTOR_TASKS, PERTURBATION_TASK, evaluate
 from lmms_contam.synthetic.models import ModelSpec, Recipe, build_models, plan
