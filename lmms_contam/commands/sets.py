@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from lmms_contam.commands.common import ORIGINALS_DEFAULT, hub_repo_id, stop
-from lmms_contam.registry.specs import RELEASED
+from lmms_contam.registry.specs import PERTURBABLE, RELEASED
 
 RELEASE = "the MMStar / RealWorldQA sets released with the semantic-perturbation paper"
 
@@ -80,6 +80,23 @@ def _fetch_mm_perturb(args: argparse.Namespace) -> int:
               "(not verified: the release is unfiltered; see the README)")  # fmt: skip
         for reason, count in sorted(summary.skipped.items()):
             print(f"  skipped {count}: {reason}")
+    return 0
+
+
+def _export_vlmevalkit(args: argparse.Namespace) -> int:
+    from lmms_contam.hosts.vlmevalkit.export import export_set
+    from lmms_contam.schema import PerturbedSetError
+
+    try:
+        exported = export_set(args.benchmark, args.family, args.lmudata)
+    except (PerturbedSetError, ValueError, FileNotFoundError) as exc:
+        return stop("export", exc)
+    record = exported.verification or {}
+    verified = ("verified: kept " + f"{record.get('kept')} of {record.get('of')}") if record.get("verified") else (
+        "NOT verified: run `lmms-contam verify` first, or read a negative delta with care")  # fmt: skip
+    print(f"{exported.benchmark}: {exported.items} items, {exported.rows} rows -> {exported.tsv} ({verified})")
+    print(f"run it: python -m vlmeval --data {exported.dataset} --model MODEL --judge exact_matching "
+          f"(with LMUData={exported.tsv.parent}); then: lmms-contam report WORK_DIR")  # fmt: skip
     return 0
 
 
@@ -182,6 +199,27 @@ def register(commands: argparse._SubParsersAction) -> None:
     mm_perturb.add_argument("--originals", help=f"a local copy of the original benchmark, with one --benchmark "
                             f"{ORIGINALS_DEFAULT}")  # fmt: skip
     mm_perturb.set_defaults(run=_fetch_mm_perturb)
+
+    export = commands.add_parser("export", help="write a resolved perturbed set as another harness's dataset")
+    hosts = export.add_subparsers(dest="host", required=True, metavar="HOST")
+    vlmevalkit = hosts.add_parser(
+        "vlmevalkit",
+        help="a VLMEvalKit custom multiple-choice dataset (a TSV in $LMUData)",
+        description="Write the set the tasks resolve for BENCHMARK (its verified subset when there is one) as "
+        "<LMUData>/<Name>_contam.tsv, which VLMEvalKit runs as a custom multiple-choice dataset with its own model "
+        "loaders, prompt and answer matching: python -m vlmeval --data MMStar_contam --model ... --judge "
+        "exact_matching. One row per version of every kept item (split = original | perturbed), with the ids "
+        "`lmms-contam report` pairs them by; a manifest beside it records the set and its verification. "
+        "--family writes one version (perturbed: pair it with an existing VLMEvalKit run of the benchmark) or a "
+        "peer detector's (option_shuffle, text_only), each under a name of its own. MME and NaturalBench are "
+        "refused with the reason: VLMEvalKit cannot score their yes/no questions from a TSV of ours.",
+    )
+    vlmevalkit.add_argument("benchmark", choices=PERTURBABLE)  # MME and NaturalBench: refused with the reason
+    vlmevalkit.add_argument("--family", default="contam",
+                            help="which versions of the items: contam (the default: both), perturbed, original, "
+                            "option_shuffle or text_only")  # fmt: skip
+    vlmevalkit.add_argument("--lmudata", help="VLMEvalKit's data folder (default $LMUData, else ~/LMUData)")
+    vlmevalkit.set_defaults(run=_export_vlmevalkit)
 
     importer = commands.add_parser("import", help="import released perturbed sets, or precomputed corpus features")
     sources = importer.add_subparsers(dest="source", required=True, metavar="SOURCE")

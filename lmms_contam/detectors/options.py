@@ -80,6 +80,21 @@ def reorder_question(benchmark: str, item_id: str, question: str, options: list[
     return rewritten
 
 
+def question_stem(benchmark: str, question: str) -> str:
+    """The question without the options it lists (and, for one-option-per-line questions, without the
+    instruction after them): what a harness that shows the options itself (VLMEvalKit's "Options:" lines)
+    asks. A question whose options are fields of the document is its own stem."""
+    layout = SPECS[benchmark].option_layout
+    if layout == INLINE:
+        match = MMSTAR_OPTIONS.search(question)
+        return question[: match.start()].strip() if match else question.strip()
+    if layout == COLUMNS or layout is None:
+        return question.strip()
+    lines = question.split("\n")
+    first = next((i for i, line in enumerate(lines) if LETTER_LINE.match(line.strip())), len(lines))
+    return "\n".join(lines[:first]).strip()
+
+
 def shown_in_order(benchmark: str, item_id: str, question: str, options: list[str], order: Order) -> dict:
     """What a document shows of an item with its options in `order`: the options, and the question with its
     list of options rewritten where the question has one."""

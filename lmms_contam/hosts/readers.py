@@ -1,6 +1,6 @@
 """Each output folder handed to the reader of the host that wrote it: lmms-eval's `*_results.json` beside its
 `*_samples_<task>.jsonl`, VLMEvalKit's judged `<model>_<dataset>_<judge>_result.<xlsx|tsv|json>`. A folder
-holding both is read by both; the records are merged for one report."""
+holding both is read by both; the records are merged into one report."""
 
 from __future__ import annotations
 
@@ -8,8 +8,35 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from lmms_contam.hosts.lmms_eval import reader as lmms_eval_reader
-from lmms_contam.report.inputs import Loaded
+from lmms_contam.hosts.vlmevalkit import reader as vlmevalkit_reader
+from lmms_contam.report.inputs import Loaded, ReportInputError
+
+
+def _written_by(path: Path) -> tuple[bool, bool]:
+    """(lmms-eval, VLMEvalKit): which hosts' output files the path is or holds."""
+    if path.is_file():
+        return lmms_eval_reader.is_output_file(path), vlmevalkit_reader.is_result_file(path)
+    if path.is_dir():
+        return any(path.rglob("*_results.json")), bool(vlmevalkit_reader.result_files([path]))
+    raise ReportInputError(f"{path}: no such file or folder")
 
 
 def read_runs(paths: Iterable[str | Path]) -> Loaded:
-    return lmms_eval_reader.load([Path(p) for p in paths])
+    by_host: dict[bool, list[Path]] = {True: [], False: []}  # lmms-eval's paths, VLMEvalKit's paths
+    for path in map(Path, paths):
+        lmms_eval, vlmevalkit = _written_by(path)
+        if not (lmms_eval or vlmevalkit):
+            raise ReportInputError(f"{path}: neither an lmms-eval output (*_results.json, *_samples_<task>.jsonl) "
+                                   "nor a VLMEvalKit work dir (*_result.xlsx, .tsv or .json)")  # fmt: skip
+        if lmms_eval:
+            by_host[True].append(path)
+        if vlmevalkit:
+            by_host[False].append(path)
+    loaded = Loaded([], [])
+    if by_host[True]:
+        loaded += lmms_eval_reader.load(by_host[True])
+    if by_host[False]:
+        loaded += vlmevalkit_reader.load(by_host[False])
+    if not (loaded.benchmarks or loaded.detectors or loaded.scanned):
+        raise ReportInputError(f"no runs of lmms-contam's tasks or exports under {', '.join(map(str, paths))}")
+    return loaded

@@ -47,9 +47,11 @@ class BenchmarkResult:
     group_metrics: dict[str, dict[str, float]]
     flagged: list[FlaggedItem]
     sources: dict[str, str]
+    host: str = ""  # the harness that ran the model
+    matching: str = ""  # how its replies were judged right or wrong
     p_adjusted: float = float("nan")
     verdict: str = INCONCLUSIVE
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what a reader of the verdict should know about the runs
     scored_set: SetStatus | None = None  # whether the set it was scored on was verified
 
 
@@ -72,6 +74,9 @@ def analyse(entry: ModelBenchmark) -> BenchmarkResult:
         group_metrics=_group_metrics(original, perturbed),
         flagged=[FlaggedItem(o, p) for o, p in zip(original, perturbed, strict=True) if o.correct and not p.correct],
         sources=dict(entry.sources),
+        host=entry.host,
+        matching=entry.matching,
+        notes=list(entry.notes),
     )
 
 

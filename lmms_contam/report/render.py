@@ -82,6 +82,9 @@ def to_json(analysed: Analysed) -> str:
                     for f in r.flagged
                 ],
                 "sources": r.sources,
+                "host": r.host,
+                "answer_matching": r.matching,
+                "notes": r.notes,
                 "set": r.scored_set.as_dict() if r.scored_set else None,
             }
             for r in results
@@ -171,10 +174,10 @@ def scanned_legend(analysed: Analysed) -> str:
 
 
 def detail_rows(results: list[BenchmarkResult]) -> tuple[list[str], list[list[str]]]:
-    header = ["model", "benchmark", "pairs", "acc original", "acc perturbed", "delta [95% CI]", "McNemar p",
+    header = ["model", "benchmark", "host", "pairs", "acc original", "acc perturbed", "delta [95% CI]", "McNemar p",
               "p (Holm)", "flagged", "verdict", "set"]  # fmt: skip
     rows = [
-        [r.model, r.benchmark, str(r.comparison.n_pairs), pct(r.comparison.acc_original),
+        [r.model, r.benchmark, r.host, str(r.comparison.n_pairs), pct(r.comparison.acc_original),
          pct(r.comparison.acc_perturbed), delta_text(r), p_text(r.comparison.mcnemar_p), p_text(r.p_adjusted),
          str(len(r.flagged)), MARK[r.verdict], r.scored_set.short() if r.scored_set else "unknown"]
         for r in results
@@ -269,6 +272,11 @@ def set_sentences(results: list[BenchmarkResult]) -> list[str]:
     return [status.sentence() for _, status in sorted(statuses.items())]
 
 
+def matching_sentences(results: list[BenchmarkResult]) -> list[str]:
+    """How each run's replies were judged right or wrong, with what its reader should know."""
+    return [f"{r.model}, {r.benchmark} ({r.host}): {'; '.join([r.matching, *r.notes])}" for r in results]
+
+
 def to_markdown(analysed: Analysed) -> str:
     results, alpha = analysed.results, analysed.alpha
     parts = ["# Contamination report (lmms-contam)", ""]
@@ -284,6 +292,7 @@ def to_markdown(analysed: Analysed) -> str:
     if results:
         parts += ["## Details", "", _table(*detail_rows(results)), ""]
         parts += ["Sets scored:", "", *(f"- {markdown_text(line)}" for line in set_sentences(results)), ""]
+        parts += ["Answers matched by:", "", *(f"- {markdown_text(line)}" for line in matching_sentences(results)), ""]
     if analysed.scanned:
         parts += ["## Contaminated vs clean items", "", scanned_legend(analysed), "",
                   _table(*scanned_rows(analysed)), ""]  # fmt: skip

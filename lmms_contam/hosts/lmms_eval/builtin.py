@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lmms_contam.letters import option_letters
-from lmms_contam.records import ORIGINAL, VARIANTS
+from lmms_contam.records import ORIGINAL
 from lmms_contam.stats import stable_seed
 
 _draw_lock = threading.Lock()
@@ -58,18 +58,6 @@ class BuiltinTask:
     shape_doc: Callable[[dict, str, str], dict]  # (row, answer, image field) -> built-in-shaped fields
     image_list: bool = False  # the image field holds a list of images
     stratified: bool = False  # its accuracies are macro averages over l2_category (MMStar's are)
-
-    def to_doc(self, row: dict, variant: str) -> dict[str, Any]:
-        """One document for one version of an item; ids are carried so sample logs can be joined."""
-        if variant not in VARIANTS:
-            raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
-        perturbed = variant == "perturbed"
-        return self.doc(
-            row,
-            variant=variant,
-            gold=row["new_answer"] if perturbed else row["original_answer"],
-            image=row["image"] if perturbed else row["original_image"],
-        )
 
     def doc(self, row: dict, *, variant: str, gold: str, image: Any, shown: dict | None = None) -> dict[str, Any]:
         """A document showing `image` (none: None) and the row, with `shown`'s fields (a question and options in

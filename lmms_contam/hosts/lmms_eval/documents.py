@@ -15,21 +15,16 @@ from collections.abc import Callable
 import datasets
 
 from lmms_contam.detectors.options import (
-    gold_letter,
-    gold_moving_shuffle,
-    names_option_letters,
-    rotations,
     shown_in_order,
 )
-from lmms_contam.detectors.signals import CIRCULAR, TEXT_ONLY, UNROTATED
+from lmms_contam.detectors.signals import CIRCULAR, TEXT_ONLY
 from lmms_contam.hosts.lmms_eval.bindings import binding, builtin_task
 from lmms_contam.hosts.lmms_eval.swallowed import said_once
 from lmms_contam.imaging import blank_png, stored_size
-from lmms_contam.letters import option_letters
-from lmms_contam.records import CONTAM, ORIGINAL, PERTURBED, VARIANTS
 from lmms_contam.schema import IMAGE_COLUMNS, PerturbedSetError
 from lmms_contam.set_locations import load_perturbed_set, lookup, manifest_sha256, resolve, switched_on
 from lmms_contam.stats import stable_seed
+from lmms_contam.versions import NO_IMAGE, item_versions
 
 
 def build_docs(
@@ -63,20 +58,6 @@ def build_docs(
 
 def scored_set_manifest(benchmark: str) -> str | None:
     return manifest_sha256(resolve(benchmark))
-
-
-def _process_docs(benchmark: str, variants: tuple[str, ...]) -> Callable[[datasets.Dataset], datasets.Dataset]:
-    task = builtin_task(benchmark)
-    name = f"{benchmark}_{'paired' if len(variants) > 1 else variants[0]}"
-
-    def process_docs(_locator: datasets.Dataset) -> datasets.Dataset:
-        versions = lambda row: [task.to_doc(row, variant) for variant in variants]  # noqa: E731
-        return build_docs(
-            said_once(lambda: load_perturbed_set(benchmark)), benchmark, versions, name, scored_set_manifest(benchmark)
-        )
-
-    process_docs.__name__ = name
-    return process_docs
 
 
 ROTATE_ALL_ENV = "LMMS_CONTAM_CIRCULAR_ROTATE_ALL"
@@ -121,61 +102,37 @@ def text_only_visual(benchmark: str, builtin_visual: str) -> Callable[[dict], li
     return doc_to_visual
 
 
-def detector_versions(benchmark: str, detector: str, row: dict, rotate_all: bool = False,
-                      text_only_as: str = "blank") -> list[dict]:  # fmt: skip
-    """The documents a peer detector asks of one item, all built from its original version."""
+def documents(benchmark: str, family: str, row: dict, rotate_all: bool = False,
+              text_only_as: str = "blank") -> list[dict]:  # fmt: skip
+    """The documents a task of `family` asks of one set row (versions.item_versions), as the built-in task's."""
     task = builtin_task(benchmark)
-    options = list(row["options"])
-    letters = option_letters(len(options))
-    if row["original_answer"] not in letters:
-        raise PerturbedSetError(
-            f"{benchmark} item {row['item_id']}: answer {row['original_answer']!r} is not one of its option "
-            f"letters {letters}; the peer detectors need lettered options"
-        )
-    if detector == TEXT_ONLY:
-        blank = {"bytes": blank_png(stored_size(row["original_image"])), "path": None}
-        doc = task.doc(row, variant=TEXT_ONLY, gold=row["original_answer"], image=None if text_only_as == "none"
-                       else blank)  # fmt: skip
-        return [{**doc, "contam_text_only_input": text_only_as}]
-    gold, n = letters.index(row["original_answer"]), len(options)
-    if detector == CIRCULAR and names_option_letters(options) and not rotate_all:
-        orders = {UNROTATED: tuple(range(n))}
-    elif detector == CIRCULAR:
-        orders = {f"rotation{r}": order for r, order in enumerate(rotations(n))}
-    else:
-        orders = {"original_order": tuple(range(n)), "shuffled": gold_moving_shuffle(row["item_id"], n, gold)}
-    return [
-        task.doc(
-            row,
-            variant=variant,
-            gold=gold_letter(order, gold),
-            image=row["original_image"],
-            shown=shown_in_order(benchmark, row["item_id"], row["question"], options, order),
-        )  # fmt: skip
-        for variant, order in orders.items()
-    ]
-
-
-def _detector_docs(benchmark: str, detector: str) -> Callable[[datasets.Dataset], datasets.Dataset]:
-    def process_docs(_locator: datasets.Dataset) -> datasets.Dataset:
-        rotate_all = detector == CIRCULAR and rotate_every_item()
-        text_only_as = text_only_input() if detector == TEXT_ONLY else "blank"
-        versions = functools.partial(detector_versions, benchmark, detector, rotate_all=rotate_all,
-                                     text_only_as=text_only_as)  # fmt: skip
-        name = f"{benchmark}_{detector}" + ("_rotate_all" if rotate_all else "")  # the docs' cache key
-        name += f"_{text_only_as}" if detector == TEXT_ONLY else ""
-        return build_docs(
-            said_once(lambda: load_perturbed_set(benchmark)), benchmark, versions, name, scored_set_manifest(benchmark)
-        )
-
-    process_docs.__name__ = f"{benchmark}_{detector}"
-    return process_docs
+    docs = []
+    for version in item_versions(benchmark, family, row, rotate_all):
+        if version.image is NO_IMAGE:
+            blank = {"bytes": blank_png(stored_size(row["original_image"])), "path": None}
+            doc = task.doc(row, variant=version.variant, gold=version.gold,
+                           image=None if text_only_as == "none" else blank)  # fmt: skip
+            docs.append({**doc, "contam_text_only_input": text_only_as})
+            continue
+        shown = None
+        if version.order is not None:
+            shown = shown_in_order(benchmark, row["item_id"], row["question"], list(row["options"]), version.order)
+        docs.append(task.doc(row, variant=version.variant, gold=version.gold, image=row[version.image], shown=shown))
+    return docs
 
 
 def task_docs(benchmark: str, family: str) -> Callable[[datasets.Dataset], datasets.Dataset]:
     """The `process_docs` of one of a benchmark's perturbation or detector tasks."""
-    if family in (ORIGINAL, PERTURBED):
-        return _process_docs(benchmark, (family,))
-    if family == CONTAM:
-        return _process_docs(benchmark, VARIANTS)
-    return _detector_docs(benchmark, family)
+
+    def process_docs(_locator: datasets.Dataset) -> datasets.Dataset:
+        rotate_all = family == CIRCULAR and rotate_every_item()
+        text_only_as = text_only_input() if family == TEXT_ONLY else "blank"
+        versions = functools.partial(documents, benchmark, family, rotate_all=rotate_all, text_only_as=text_only_as)
+        name = f"{benchmark}_{family}" + ("_rotate_all" if rotate_all else "")  # the docs' cache key
+        name += f"_{text_only_as}" if family == TEXT_ONLY else ""
+        return build_docs(
+            said_once(lambda: load_perturbed_set(benchmark)), benchmark, versions, name, scored_set_manifest(benchmark)
+        )
+
+    process_docs.__name__ = f"{benchmark}_{family}"
+    return process_docs

@@ -44,6 +44,10 @@ def model_label(results: dict) -> str:
     return f"{label} ({args})" if args and not results.get("model_name") else str(label)
 
 
+def is_output_file(path: Path) -> bool:
+    return path.name.endswith("_results.json") or SAMPLES_FILE.match(path.name) is not None
+
+
 def find_runs(paths: Iterable[str | Path]) -> list[Path]:
     """Every *_results.json under the given folders, plus results files named directly; each once, however
     its folder was spelt (paths are compared resolved)."""

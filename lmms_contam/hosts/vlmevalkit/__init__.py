@@ -1,0 +1,1 @@
+"""VLMEvalKit: the perturbed sets exported as its custom multiple-choice datasets, and the reader of its work dirs."""

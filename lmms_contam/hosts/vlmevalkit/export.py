@@ -1,0 +1,132 @@
+"""`lmms-contam export vlmevalkit BENCHMARK`: the set the tasks resolve, as a VLMEvalKit dataset.
+
+One TSV row per version of every kept item (versions.item_versions, as lmms-eval's tasks ask them):
+a unique integer `index`, the image as base64 with a content-addressed `image_path` (VLMEvalKit caches
+decoded images under that name, so a re-export of another set never shows a stale image), the
+question without the options it lists, the options as columns A, B, ..., the gold letter, the
+benchmark's category columns, `split` (the version, so VLMEvalKit's accuracy table gives one per version)
+and the record fields the report needs (`contam_*`: item, version, stratum, the set's manifest SHA-256,
+the export's size). VLMEvalKit carries every column but the image into its predictions. A manifest
+beside the TSV records the source set and its verification. The text-only family has no image column:
+VLMEvalKit then asks the questions alone.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import datasets
+import pandas as pd
+from tqdm.auto import tqdm
+
+from lmms_contam import __version__
+from lmms_contam.atomic import atomic_path
+from lmms_contam.detectors.options import question_stem
+from lmms_contam.detectors.signals import OPTION_SHUFFLE, TEXT_ONLY
+from lmms_contam.hosts.vlmevalkit.bindings import VLMEvalKitBinding, binding, dataset_name
+from lmms_contam.letters import option_letters
+from lmms_contam.records import CONTAM, ORIGINAL, PERTURBED
+from lmms_contam.registry.specs import SPECS
+from lmms_contam.schema import IMAGE_COLUMNS, PerturbedSetError
+from lmms_contam.set_locations import load_perturbed_set, manifest_path, manifest_sha256, resolve
+from lmms_contam.versions import NO_IMAGE, Version, item_versions
+
+FAMILIES = (CONTAM, PERTURBED, ORIGINAL, OPTION_SHUFFLE, TEXT_ONLY)
+LMUDATA_ENV = "LMUData"
+
+
+def lmudata_folder(explicit: str | Path | None = None) -> Path:
+    """VLMEvalKit's data folder: the one given, else $LMUData, else ~/LMUData (as VLMEvalKit looks)."""
+    if explicit:
+        return Path(explicit).expanduser()
+    return Path(os.environ.get(LMUDATA_ENV) or Path.home() / "LMUData").expanduser()
+
+
+def export_manifest(tsv: Path) -> Path:
+    return tsv.with_name(tsv.stem + ".contam.json")
+
+
+@dataclass(frozen=True)
+class Exported:
+    benchmark: str
+    family: str
+    dataset: str  # the name VLMEvalKit runs it under: --data <dataset>
+    tsv: Path
+    items: int
+    rows: int
+    verification: dict | None  # the set's own record of how it was verified
+
+
+def _image_bytes(value: dict) -> bytes:
+    if value.get("bytes"):
+        return value["bytes"]
+    return Path(value["path"]).read_bytes()
+
+
+def _tsv_row(benchmark: str, bound: VLMEvalKitBinding, row: dict, version: Version, set_manifest: str | None) -> dict:
+    options = list(row["options"])
+    shown = options if version.order is None else [options[i] for i in version.order]
+    record = {
+        "question": question_stem(benchmark, row["question"]),
+        **dict(zip(option_letters(len(shown)), shown, strict=True)),
+        "answer": version.gold,
+        **({"hint": row[bound.hint]} if bound.hint else {}),
+        **{column: row[field] for field, column in bound.categories},
+        "split": version.variant,
+        "contam_benchmark": benchmark,
+        "contam_item_id": row["item_id"],
+        "contam_original_id": row["original_id"],
+        "contam_variant": version.variant,
+        "contam_n_options": len(options),
+        "contam_stratum": row["l2_category"] if SPECS[benchmark].stratified else "",
+        "contam_set_manifest": set_manifest or "",
+    }
+    if version.image is not NO_IMAGE:
+        data = _image_bytes(row[version.image])
+        record["image"] = base64.b64encode(data).decode("ascii")
+        record["image_path"] = f"contam-{hashlib.sha256(data).hexdigest()[:24]}.png"
+    return record
+
+
+def export_set(benchmark: str, family: str = CONTAM, lmudata: str | Path | None = None) -> Exported:
+    """Write `<lmudata>/<dataset>.tsv` and its manifest from the set the tasks resolve (its verified subset
+    when there is one); the dataset name says the benchmark and the family."""
+    if family not in FAMILIES:
+        raise ValueError(f"--family must be one of {', '.join(FAMILIES)}, got {family!r}")
+    bound = binding(benchmark)
+    name = dataset_name(benchmark, family)
+    location = resolve(benchmark)
+    rows = load_perturbed_set(benchmark)
+    set_manifest = manifest_sha256(location)
+    for column in IMAGE_COLUMNS:
+        rows = rows.cast_column(column, datasets.Image(decode=False))
+    lines = [
+        _tsv_row(benchmark, bound, row, version, set_manifest)
+        for row in tqdm(rows, desc=f"exporting {name}", disable=len(rows) < 200)
+        for version in item_versions(benchmark, family, row)
+    ]
+    table = pd.DataFrame(lines)
+    table.insert(0, "index", range(len(table)))
+    table["contam_dataset"], table["contam_family"], table["contam_rows"] = name, family, len(table)
+    if table["answer"].isna().any() or (table["answer"] == "").any():
+        raise PerturbedSetError(f"{location.value}: a version without a gold letter")
+    tsv = lmudata_folder(lmudata) / f"{name}.tsv"
+    tsv.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(tsv) as tmp:
+        table.to_csv(tmp, sep="\t", index=False)
+    source = manifest_path(location)
+    verification = (json.loads(source.read_text()).get("verification") if source else None) or None
+    manifest = {"kind": "lmms-contam export vlmevalkit", "lmms_contam_version": __version__, "benchmark": benchmark,
+                "family": family, "dataset": name, "rows": len(table), "items": len(rows),
+                "set": {"location": location.value, "found_via": location.found_via, "manifest_sha256": set_manifest,
+                        "verification": verification},
+                "tsv_sha256": hashlib.sha256(tsv.read_bytes()).hexdigest()}  # fmt: skip
+    with atomic_path(export_manifest(tsv)) as tmp:
+        tmp.write_text(json.dumps(manifest, indent=2) + "\n")
+    return Exported(benchmark=benchmark, family=family, dataset=name, tsv=tsv, items=len(rows), rows=len(table),
+                    verification=verification)  # fmt: skip
