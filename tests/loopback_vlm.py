@@ -119,14 +119,25 @@ POLICIES: dict[str, Callable[[Shown], str]] = {
 }
 
 
-def messy_reply(shown: Shown) -> str:
-    """A reply in one of many real formats, its letter right half the time, drawn from the version alone."""
-    letter = shown.gold if stable_seed(shown.view, "right") % 2 else seeded_letter(shown, "messy")
-    text = shown.options[shown.letters.index(letter)]
-    formats = [letter, f"{letter}.", f"({letter})", letter.lower(), f"The answer is {letter}.", f"Answer: {letter}",
-               f"**{letter}**", f"{letter}. {text}", f"{letter}: {text}", text, f"I think the answer is {letter}",
-               "", "I am not sure.", f" {letter} "]  # fmt: skip
-    return formats[stable_seed(shown.view, "format") % len(formats)]
+def messy_formats(letter: str, text: str) -> list[str]:
+    """A reply naming `letter` (or its option's `text`) in the ways real models write one, and replies naming
+    none."""
+    return [letter, f"{letter}.", f"({letter})", letter.lower(), f"The answer is {letter}.", f"Answer: {letter}",
+            f"**{letter}**", f"{letter}. {text}", f"{letter}: {text}", text, f"I think the answer is {letter}",
+            "", "I am not sure.", f" {letter} "]  # fmt: skip
+
+
+def messy_replies(shown: list[Shown]) -> dict[str, str]:
+    """Per view, a reply in one of the messy formats, taken in turn so that each is used, and on the second
+    round with the other letter: right, then wrong (or wrong, then right)."""
+    replies: dict[str, str] = {}
+    for s in shown:
+        if s.view not in replies:
+            turn, kinds = len(replies), len(messy_formats("A", ""))
+            right = (turn + turn // kinds) % 2 == 0
+            letter = s.gold if right else next(x for x in s.letters if x != s.gold)
+            replies[s.view] = messy_formats(letter, s.options[s.letters.index(letter)])[turn % kinds]
+    return replies
 
 
 class ScriptedVLM:
@@ -135,7 +146,8 @@ class ScriptedVLM:
 
     def __init__(self, shown: list[Shown], policies: dict[str, Callable[[Shown], str]] | None = None) -> None:
         self.shown = shown
-        self.policies = {**POLICIES, "messy": messy_reply, **(policies or {})}
+        messy = messy_replies(shown)
+        self.policies = {**POLICIES, "messy": lambda s: messy[s.view], **(policies or {})}
         self.asked: Counter = Counter()
 
     def find(self, prompt: str, image: bytes | None) -> Shown:

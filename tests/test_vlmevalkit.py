@@ -15,6 +15,7 @@ from pathlib import Path
 import datasets
 import pandas as pd
 import pytest
+from conftest import run_lmms_eval
 from loopback import LoopbackServer
 from loopback_vlm import ScriptedVLM, shown_in_export
 
@@ -181,7 +182,7 @@ def _as_tsv_cut_short(path: Path) -> None:
 
 @pytest.mark.parametrize(("damage", "expected"), [
     (_truncated_xlsx, "_exact_matching_result.xlsx: not a readable VLMEvalKit result file"),
-    (_fewer_rows, "_exact_matching_result.xlsx: 22 rows, but the export MMStar_contam had 24"),
+    (_fewer_rows, "_exact_matching_result.xlsx: 22 rows, but the export had 24"),
     (_as_tsv_cut_short, "_exact_matching_result.tsv: not a readable VLMEvalKit result file"),
 ], ids=["a truncated xlsx", "rows missing", "a tsv cut short"])  # fmt: skip
 def test_the_report_refuses_a_damaged_result_file_naming_it(damage, expected, work_dir, tmp_path, capsys):
@@ -221,3 +222,34 @@ def test_the_report_refuses_versions_matched_by_different_judges(exported, mmsta
              renamed)  # fmt: skip
     code, _, err = run_cli(capsys, "report", tmp_path / "work", "--json", tmp_path / "r2.json")
     assert code == 2 and "the versions were scored by different judges" in err, err
+
+
+def test_the_same_replies_get_the_same_verdict_from_both_hosts(exported, fixture_sets, mmstar_rows, tmp_path,
+                                                              monkeypatch):  # fmt: skip
+    """One scripted model, its reply to every version a function of what it sees, in each of 14 real formats (a
+    bare letter, "(C)", "Answer: D", "**A**", the option's text, prose, nothing), asked by lmms-eval's OpenAI
+    loader on `mmstar_contam` and by VLMEvalKit on the export of the same set: each version is judged the same,
+    but for one explained difference of answer matching: a reply that is an option's text alone is matched to
+    that option by VLMEvalKit's rules and read as no letter (wrong) by lmms-eval's MMStar scoring."""
+    monkeypatch.setenv("LMMS_CONTAM_DATASET_MMSTAR", str(fixture_sets["mmstar"]))
+    original = {row["item_id"]: row["original_answer"] for row in mmstar_rows}
+    model = ScriptedVLM(shown_in_export(read_tsv(exported / "MMStar_contam.tsv"), original))
+    loader = "model_version=messy,base_url={},api_key=none,max_retries=1"
+    with LoopbackServer(model) as server:
+        run = run_lmms_eval(["--model", "openai", "--model_args", loader.format(server.base_url), "--tasks",
+                             "mmstar_contam"], tmp_path / "lmms-eval")  # fmt: skip
+        vlmeval(exported, tmp_path / "vlmeval", server.base_url, ("MMStar_contam",), ("messy",))
+    ours = {(s["contam_ids"]["item_id"], s["contam_ids"]["variant"]): s["contam_ids"]["correct"]
+            for s in run.samples["mmstar_contam"]}  # fmt: skip
+    (result,) = (tmp_path / "vlmeval").rglob("messy_MMStar_contam_exact_matching_result.xlsx")
+    rows = pd.read_excel(result).to_dict("records")
+    theirs = {(r["contam_item_id"], r["contam_variant"]): int(r["hit"]) for r in rows}
+    replies = {(s.item_id, s.variant): model.policies["messy"](s) for s in model.shown}
+    assert len(ours) == len(theirs) == 24 and set(ours) == set(theirs)
+    assert len(set(replies.values())) >= 14 and 0 < sum(ours.values()) < 24  # every format, right and wrong
+    shown = {(s.item_id, s.variant): s for s in model.shown}
+    text_of_gold = {key for key, s in shown.items() if replies[key] == s.options[s.letters.index(s.gold)]}
+    assert text_of_gold, "the formats must hold the right option's text alone"
+    assert {key for key in ours if ours[key] != theirs[key]} == text_of_gold
+    assert all(theirs[key] == 1 and ours[key] == 0 for key in text_of_gold)
+    assert sum(model.asked.values()) == 48  # each host asked every version once

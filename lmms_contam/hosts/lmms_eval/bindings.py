@@ -22,6 +22,9 @@ class LmmsEvalBinding:
     applied_by_scorer: tuple[str, ...] = ()  # blocks of the built-in task its scorer applies itself, so not carried
     image_field: str = "image"  # the built-in task's image column
     image_list: bool = False  # the column holds a list of images (SEED-Bench's frames; one for image items)
+    # The item's original id in a sample line of the built-in task, where its logged output names one (lmms-eval
+    # does not log the document): leaderboard mode pairs such a run with the `*_perturbed` task by it.
+    logged_id: Callable[[dict], str] | None = None
 
 
 MMSTAR_SCORER = BuiltinScorer(
@@ -36,7 +39,12 @@ def _exact_match(module: str, process_results: str) -> BuiltinScorer:
 
 
 BINDINGS: dict[str, LmmsEvalBinding] = {
-    "mmstar": LmmsEvalBinding(MMSTAR_SCORER, builtin.mmstar_doc, builtin_yaml="mmstar/mmstar.yaml"),
+    "mmstar": LmmsEvalBinding(
+        MMSTAR_SCORER,
+        builtin.mmstar_doc,
+        builtin_yaml="mmstar/mmstar.yaml",
+        logged_id=lambda sample: str(sample["average"]["question_id"]),
+    ),
     "realworldqa": LmmsEvalBinding(
         _exact_match("lmms_eval.tasks.realworldqa.utils", "realworldqa_process_results"),
         builtin.realworldqa_doc,
@@ -61,11 +69,13 @@ BINDINGS: dict[str, LmmsEvalBinding] = {
         builtin.seedbench_doc,
         builtin_yaml="seedbench/seedbench.yaml",
         image_list=True,
+        logged_id=lambda sample: str(sample["seed_all"]["question_id"]),
     ),
     "mmbench": LmmsEvalBinding(
         BuiltinScorer("lmms_eval.tasks.mmbench.en_utils", "mmbench_process_results", builtin.mmbench_correct),
         builtin.mmbench_doc,
         builtin_yaml="mmbench/mmbench_en_dev_static.yaml",
+        logged_id=lambda sample: str(sample["gpt_eval_score"]["index"]),
     ),
     "mme": LmmsEvalBinding(
         BuiltinScorer(
@@ -89,6 +99,7 @@ BINDINGS: dict[str, LmmsEvalBinding] = {
         builtin.mmmu_doc,
         builtin_yaml="mmmu/mmmu_val.yaml",
         image_field="image_1",
+        logged_id=lambda sample: str(sample["mmmu_acc"]["id"]),
     ),
     "scienceqa": LmmsEvalBinding(
         _exact_match("lmms_eval.tasks.scienceqa.utils", "sqa_process_results"),

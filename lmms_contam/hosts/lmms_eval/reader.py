@@ -13,15 +13,16 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
 from tqdm.auto import tqdm
 
 from lmms_contam.detectors.signals import DETECTORS
+from lmms_contam.hosts.lmms_eval.bindings import BINDINGS, binding
 from lmms_contam.hosts.lmms_eval.scoring import AGGREGATIONS, task_metrics
-from lmms_contam.records import ContamRecord, checked
+from lmms_contam.records import ORIGINAL, PERTURBED, ContamRecord, checked
 from lmms_contam.registry.specs import PERTURBABLE, SCANNABLE, WITH_DETECTORS
 from lmms_contam.report.inputs import DetectorRun, Loaded, ModelBenchmark, ReportInputError, ScannedRun, ScoredItem
 
@@ -117,12 +118,13 @@ def _read_samples(path: Path, expected: int | None) -> list[tuple[int, dict]]:
     return samples
 
 
-def _check_task(results: dict, task: str, source: Path) -> int | None:
-    """Refuse another task version or a --limit run; return how many samples the run logged."""
+def _check_task(results: dict, task: str, source: Path, builtin: bool = False) -> int | None:
+    """Refuse another task version (of the plugin's tasks) or a --limit run; return how many samples the run
+    logged."""
     config = results.get("configs", {}).get(task) or {}
     metadata = config.get("metadata") if isinstance(config, dict) else None
     versions = [entry.get("version") for entry in metadata or [] if isinstance(entry, dict)]
-    if versions and _number(versions[0]) != TASK_VERSION:
+    if versions and _number(versions[0]) != TASK_VERSION and not builtin:
         raise ReportInputError(f"{source}: task {task} version {versions[0]}; this report reads version {TASK_VERSION}")
     limit = results.get("config", {}).get("limit")
     counts = results.get("n-samples", {}).get(task) or {}
@@ -165,16 +167,45 @@ def _to_item(sample: dict, source: Path, line: int) -> ScoredItem:
 class _Source:
     model: str
     benchmark: str
-    kind: str  # contam | original | perturbed, or a peer detector
+    kind: str  # contam | original | perturbed | builtin (lmms-eval's own task of it), or a peer detector
     samples: Path
     logged: int | None  # how many samples results.json says were logged
     results_file: Path
     metrics: dict  # the task's section of results.json's "results": what the run logged for it
+    settings: dict  # what decides the replies besides the model: its prompt and generation settings
 
 
-def _task_parts(task: str) -> tuple[str, str] | None:
+BUILTIN = "builtin"
+FUNCTION = re.compile(r"<function (?P<name>[\w.<>]+) at 0x[0-9a-f]+>")
+# Settings of a task and a run that decide the replies besides the model; compared in leaderboard mode.
+PROMPT_SETTINGS = ("doc_to_visual", "doc_to_text", "lmms_eval_specific_kwargs", "generation_kwargs")
+RUN_SETTINGS = ("model", "model_args", "gen_kwargs")
+
+
+def _settings(results: dict, task: str) -> dict:
+    """The prompt and generation settings of `task` in this run, functions by name (their address differs)."""
+    config = results.get("configs", {}).get(task) or {}
+    values = {
+        **{k: config.get(k) for k in PROMPT_SETTINGS},
+        **{k: results.get("config", {}).get(k) for k in RUN_SETTINGS},
+    }
+    return {key: FUNCTION.sub(r"\g<name>", str(value)) for key, value in values.items()}
+
+
+# lmms-eval's own tasks of a benchmark, known by the process_results they name (so a task including a built-in's
+# YAML under another name is known too): leaderboard mode pairs their runs with the plugin's *_perturbed task.
+BUILTIN_BY_SCORER = {bound.scorer.process_results: name for name, bound in BINDINGS.items()
+                     if bound.builtin_yaml and bound.scorer.module.startswith("lmms_eval.")}  # fmt: skip
+
+
+def _task_parts(task: str, results: dict) -> tuple[str, str] | None:
     match = KNOWN_TASK.match(task) or DETECTOR_TASK.match(task) or SCANNED_TASK.match(task)
-    return match.groups() if match else None
+    if match:
+        return match.groups()
+    config = results.get("configs", {}).get(task) or {}
+    named = FUNCTION.match(str(config.get("process_results", "")))
+    benchmark = BUILTIN_BY_SCORER.get(named["name"]) if named else None
+    return (benchmark, BUILTIN) if benchmark else None
 
 
 def _discover(paths: list[str | Path]) -> tuple[list[_Source], set[str]]:
@@ -185,18 +216,18 @@ def _discover(paths: list[str | Path]) -> tuple[list[_Source], set[str]]:
         stamp = results_path.name[: -len("_results.json")]
         for samples_path in sorted(results_path.parent.glob(f"{stamp}_samples_*.jsonl")):
             task = SAMPLES_FILE.match(samples_path.name)["task"]
-            parts = _task_parts(task)
+            parts = _task_parts(task, results)
             if not parts:
                 unknown.add(task)
                 continue
-            logged = _check_task(results, task, results_path)
+            logged = _check_task(results, task, results_path, builtin=parts[1] == BUILTIN)
             metrics = (results.get("results") or {}).get(task)
             sources.append(_Source(model_label(results), *parts, samples_path, logged, results_path,
-                                   metrics if isinstance(metrics, dict) else {}))  # fmt: skip
+                                   metrics if isinstance(metrics, dict) else {}, _settings(results, task)))  # fmt: skip
     named = [Path(p) for p in paths if Path(p).is_file() and SAMPLES_FILE.match(Path(p).name)]
     for path in named:
         task = SAMPLES_FILE.match(path.name)["task"]
-        if not _task_parts(task):
+        if not any(source.samples == path.resolve() for source in sources):
             raise ReportInputError(
                 f"{path}: task {task!r} is not an lmms-contam task (*_contam, *_original, *_perturbed, *_scanned, "
                 f"or a peer detector: *_{', *_'.join(DETECTORS)})"
@@ -216,14 +247,19 @@ def _one_run_per_kind(model: str, benchmark: str, sources: list[_Source]) -> dic
 
 
 def _select(model: str, benchmark: str, sources: list[_Source]) -> list[_Source]:
-    """The paired task if it ran, else one original and one perturbed task."""
+    """The paired task if it ran, else one original and one perturbed task, else (leaderboard mode) lmms-eval's
+    own task of the benchmark and the perturbed task."""
     by_kind = _one_run_per_kind(model, benchmark, sources)
     if "contam" in by_kind:
         return [by_kind["contam"]]
+    if "perturbed" in by_kind and "original" not in by_kind and BUILTIN in by_kind:
+        return [by_kind["perturbed"], by_kind[BUILTIN]]
     missing = [kind for kind in ("original", "perturbed") if kind not in by_kind]
     if missing:
         present = ", ".join(str(s.samples) for s in sources)
-        raise ReportInputError(f"{model}, {benchmark}: no {benchmark}_{missing[0]} samples (found only {present})")
+        raise ReportInputError(f"{model}, {benchmark}: no {benchmark}_{missing[0]} samples (found only {present}); "
+                               f"with a run of lmms-eval's own {benchmark} task, {benchmark}_perturbed "
+                               "is enough")  # fmt: skip
     return [by_kind["original"], by_kind["perturbed"]]
 
 
@@ -243,7 +279,7 @@ def load(paths: Iterable[str | Path]) -> Loaded:
     benchmarks, detectors, scanned = [], [], []
     for (model, benchmark), found in sorted(grouped.items()):
         perturbation = [source for source in found if source.kind not in (*DETECTORS, "scanned")]
-        if perturbation:
+        if perturbation and {source.kind for source in perturbation} != {BUILTIN}:  # a built-in run alone: not ours
             benchmarks.append(_perturbation_entry(model, benchmark, perturbation))
         by_kind = _one_run_per_kind(model, benchmark, [source for source in found if source not in perturbation])
         detectors += [_detector_run(by_kind[name]) for name in DETECTORS if name in by_kind]
@@ -255,6 +291,9 @@ def load(paths: Iterable[str | Path]) -> Loaded:
 def _perturbation_entry(model: str, benchmark: str, candidates: list[_Source]) -> ModelBenchmark:
     entry = ModelBenchmark(model, benchmark)
     for source in _select(model, benchmark, candidates):
+        if source.kind == BUILTIN:
+            _add_originals_of_builtin_run(entry, source, candidates)
+            continue
         samples = _read_samples(source.samples, source.logged)
         read = []
         for number, sample in tqdm(samples, desc=source.samples.name, disable=len(samples) < 5000):
@@ -270,6 +309,59 @@ def _perturbation_entry(model: str, benchmark: str, candidates: list[_Source]) -
             entry.sources[variant] = str(source.samples)
     entry.check_pairs()
     return entry
+
+
+def _builtin_originals(source: _Source) -> dict[str, ScoredItem]:
+    """The built-in run's record of each item, keyed by its original id (read from the output the built-in task
+    logged: lmms-eval does not log the document): correctness as the built-in scored it, the reply, the target."""
+    bound = binding(source.benchmark)
+    if bound.logged_id is None:
+        raise ReportInputError(f"{source.samples}: lmms-eval's own {source.benchmark} task logs no item id in its "
+                               f"samples, so its run cannot be paired with {source.benchmark}_perturbed; run "
+                               f"{source.benchmark}_contam (or {source.benchmark}_original) instead")  # fmt: skip
+    originals = {}
+    for number, sample in _read_samples(source.samples, source.logged):
+        try:
+            original_id, correct = bound.logged_id(sample), int(bound.scorer.read_correct({}, sample))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ReportInputError(f"{source.samples}:{number}: not a sample of lmms-eval's {source.benchmark} task "
+                                   f"({type(exc).__name__}: {exc})") from exc  # fmt: skip
+        response = sample.get("filtered_resps")
+        response = response[0] if isinstance(response, list) and response else response
+        originals[original_id] = ScoredItem(
+            benchmark=source.benchmark,
+            item_id="",
+            original_id=original_id,
+            variant=ORIGINAL,
+            correct=correct,
+            n_options=0,
+            gold=str(sample.get("target", "")),
+            response=str(response or ""),
+        )
+    return originals
+
+
+def _add_originals_of_builtin_run(entry: ModelBenchmark, source: _Source, candidates: list[_Source]) -> None:
+    """Leaderboard mode: each perturbed item's original version from lmms-eval's own run of the benchmark, by its
+    original id; the run's other items are left out. Prompt or generation settings that differ between the two
+    runs are noted: they, not only memorisation, could move the delta."""
+    originals = _builtin_originals(source)
+    for item_id, versions in entry.items.items():
+        perturbed = versions[PERTURBED]
+        found = originals.get(perturbed.original_id)
+        if found is None:
+            raise ReportInputError(f"{source.samples}: no item {perturbed.original_id} of {entry.benchmark}, which "
+                                   f"the perturbed run scored ({item_id}); pair runs of the same split")  # fmt: skip
+        versions[ORIGINAL] = replace(perturbed, variant=ORIGINAL, correct=found.correct, gold=found.gold,
+                                     response=found.response)  # fmt: skip
+    entry.sources[ORIGINAL] = str(source.samples)
+    perturbed_run = next(s for s in candidates if s.kind == PERTURBED)
+    differing = [key for key in source.settings if source.settings[key] != perturbed_run.settings[key]]
+    entry.notes = (*entry.notes, f"leaderboard mode: the originals from {source.samples.name} (lmms-eval's own task), "
+                   f"{len(entry.items)} of its {len(originals)} items")  # fmt: skip
+    if differing:
+        entry.notes = (*entry.notes, f"the built-in run and the perturbed run differ in {', '.join(differing)}: the "
+                       "delta may come from that, not only from memorisation")  # fmt: skip
 
 
 def _unrepeated(source: _Source, read: Callable[[dict, Path, int], T], key: Callable[[T], tuple[str, str]]) -> list[T]:

@@ -23,13 +23,16 @@ class VLMEvalKitBinding:
     dataset: str  # the exported datasets' names start with it: the benchmark as VLMEvalKit names it, where safe
     categories: tuple[tuple[str, str], ...] = ()  # (set column, TSV column) its accuracy table groups by
     hint: str | None = None  # the set column VLMEvalKit shows as "Hint:" before the question
+    # VLMEvalKit's own dataset of the benchmark, where its `index` is the item's original id (the paper authors'
+    # released TSVs are joined on it): leaderboard mode pairs a run of it with a run of the perturbed export.
+    own_dataset: str | None = None
 
 
 CATEGORIES = (("category", "category"), ("l2_category", "l2-category"))
 
 BINDINGS: dict[str, VLMEvalKitBinding] = {
-    "mmstar": VLMEvalKitBinding("MMStar", categories=CATEGORIES),
-    "realworldqa": VLMEvalKitBinding("RealWorldQA"),
+    "mmstar": VLMEvalKitBinding("MMStar", categories=CATEGORIES, own_dataset="MMStar"),
+    "realworldqa": VLMEvalKitBinding("RealWorldQA", own_dataset="RealWorldQA"),
     "synthetic": VLMEvalKitBinding("Synthetic", categories=CATEGORIES),
     "seedbench": VLMEvalKitBinding("SEEDBench_IMG"),
     # Not "MMBench": a name holding it switches VLMEvalKit's CircularEval on, which the export's two versions
@@ -73,3 +76,4 @@ def dataset_name(benchmark: str, family: str = CONTAM) -> str:
 
 
 EXPORTABLE = tuple(name for name in PERTURBABLE if name in BINDINGS)
+OWN_DATASETS = {bound.own_dataset: name for name, bound in BINDINGS.items() if bound.own_dataset}

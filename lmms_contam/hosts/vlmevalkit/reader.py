@@ -21,12 +21,13 @@ import re
 import zipfile
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
 
 from lmms_contam.detectors.signals import DETECTORS, TEXT_ONLY
+from lmms_contam.hosts.vlmevalkit.bindings import OWN_DATASETS
 from lmms_contam.records import CONTAM, ORIGINAL, PERTURBED, VARIANTS
 from lmms_contam.report.inputs import VLMEVALKIT, DetectorRun, Loaded, ModelBenchmark, ReportInputError, ScoredItem
 
@@ -39,6 +40,7 @@ REQUIRED = (
 EXACT_MATCHING = "exact_matching"
 UNMATCHED = "Failed in Prefetch"  # VLMEvalKit's log for a reply its rules could not match, with no judge at work
 RANDOM = "Failed to predict, thus randomly generate one"  # the judge failed three times: a random option
+BUILTIN = "builtin"  # VLMEvalKit's own dataset of the benchmark, in leaderboard mode
 
 
 def is_result_file(path: Path) -> bool:
@@ -85,42 +87,20 @@ def _text(value: object) -> str:
 
 @dataclass(frozen=True)
 class ResultFile:
-    """One judged run of an exported dataset: who ran it, with which judge, and its rows."""
+    """One judged run of a dataset: who ran it, with which judge, and its rows."""
 
     path: Path
     model: str
     dataset: str
     judge: str
+    benchmark: str
+    family: str  # the export's family, or BUILTIN for VLMEvalKit's own dataset of the benchmark
     table: pd.DataFrame
 
-    @property
-    def benchmark(self) -> str:
-        return _text(self.table["contam_benchmark"].iloc[0])
 
-    @property
-    def family(self) -> str:
-        return _text(self.table["contam_family"].iloc[0])
-
-
-def read_result(path: Path) -> ResultFile | None:
-    """A result file of an exported dataset, checked; None for a result file of another dataset."""
-    table = _table(path)
-    if "contam_dataset" not in table.columns:
-        return None
-    missing = [column for column in REQUIRED if column not in table.columns]
-    if missing:
-        raise ReportInputError(f"{path}: lacks column(s) {', '.join(missing)} (not a result of `lmms-contam export`?)")
-    datasets = {_text(v) for v in table["contam_dataset"]}
-    if len(datasets) != 1:
-        raise ReportInputError(f"{path}: rows of {len(datasets)} exported datasets ({', '.join(sorted(datasets))})")
-    dataset = datasets.pop()
-    stem = RESULT_FILE.match(path.name)["stem"]
-    model, marker, judge = stem.partition(f"_{dataset}_")
-    if not marker or not model or not judge:
-        raise ReportInputError(f"{path}: not named <model>_{dataset}_<judge>_result as VLMEvalKit names its results")
-    expected = {_text(v) for v in table["contam_rows"]}
-    if expected != {str(len(table))}:
-        raise ReportInputError(f"{path}: {len(table)} rows, but the export {dataset} had {', '.join(sorted(expected))} "
+def _checked_rows(path: Path, table: pd.DataFrame, expected_rows: set[str] | None) -> None:
+    if expected_rows is not None and expected_rows != {str(len(table))}:
+        raise ReportInputError(f"{path}: {len(table)} rows, but the export had {', '.join(sorted(expected_rows))} "
                                "(a truncated file, or a run with --limit?)")  # fmt: skip
     repeated = table["index"][table["index"].duplicated()].tolist()
     if repeated:
@@ -128,7 +108,55 @@ def read_result(path: Path) -> ResultFile | None:
     for number, hit in enumerate(table["hit"], 2):
         if _text(hit) not in ("0", "1"):
             raise ReportInputError(f"{path}: row {number}: hit is {hit!r}, expected 0 or 1")
-    return ResultFile(path, model, dataset, judge, table)
+
+
+def _model_and_judge(path: Path, dataset: str) -> tuple[str, str]:
+    model, marker, judge = RESULT_FILE.match(path.name)["stem"].partition(f"_{dataset}_")
+    if not marker or not model or not judge:
+        raise ReportInputError(f"{path}: not named <model>_{dataset}_<judge>_result as VLMEvalKit names its results")
+    return model, judge
+
+
+def read_result(path: Path) -> ResultFile | None:
+    """A result file of an exported dataset, or of VLMEvalKit's own dataset of a benchmark (leaderboard mode),
+    checked; None for a result file of any other dataset."""
+    table = _table(path)
+    if "contam_dataset" not in table.columns:
+        return _own_dataset_result(path, table)
+    missing = [column for column in REQUIRED if column not in table.columns]
+    if missing:
+        raise ReportInputError(f"{path}: lacks column(s) {', '.join(missing)} (not a result of `lmms-contam export`?)")
+    names = {_text(v) for v in table["contam_dataset"]}
+    if len(names) != 1:
+        raise ReportInputError(f"{path}: rows of {len(names)} exported datasets ({', '.join(sorted(names))})")
+    dataset = names.pop()
+    model, judge = _model_and_judge(path, dataset)
+    _checked_rows(path, table, {_text(v) for v in table["contam_rows"]})
+    first = table.iloc[0]
+    return ResultFile(path=path, model=model, dataset=dataset, judge=judge, benchmark=_text(first["contam_benchmark"]),
+                      family=_text(first["contam_family"]), table=table)  # fmt: skip
+
+
+def _own_dataset_result(path: Path, table: pd.DataFrame) -> ResultFile | None:
+    """A run of VLMEvalKit's own dataset of a benchmark, known by the run's status.json (which names its
+    model and datasets; a file name alone cannot tell MMStar from a dataset whose name starts with it)."""
+    status = next((folder / "status.json" for folder in (path.parent, path.parent.parent)
+                   if (folder / "status.json").is_file()), None)  # fmt: skip
+    try:
+        known = json.loads(status.read_text()) if status else {}
+    except json.JSONDecodeError as exc:
+        raise ReportInputError(f"{status}: not valid JSON ({exc})") from exc
+    model = str(known.get("model_name", ""))
+    for dataset in known.get("datasets") or {}:
+        if dataset in OWN_DATASETS and path.name.startswith(f"{model}_{dataset}_"):
+            missing = [column for column in ("index", "prediction", "hit", "answer") if column not in table.columns]
+            if missing:
+                raise ReportInputError(f"{path}: lacks column(s) {', '.join(missing)}")
+            _checked_rows(path, table, None)
+            _, judge = _model_and_judge(path, dataset)
+            return ResultFile(path=path, model=model, dataset=dataset, judge=judge, benchmark=OWN_DATASETS[dataset],
+                              family=BUILTIN, table=table)  # fmt: skip
+    return None
 
 
 def model_label(result: ResultFile) -> str:
@@ -197,7 +225,10 @@ def _perturbation_entry(results: list[ResultFile]) -> ModelBenchmark:
     matchings = [how_matched(r) for r in results]
     entry = ModelBenchmark(model_label(first), first.benchmark, host=VLMEVALKIT, matching=matchings[0][0],
                            notes=tuple(note for _, notes in matchings for note in notes))  # fmt: skip
-    for result in results:
+    for result in sorted(results, key=lambda r: r.family == BUILTIN):  # a built-in run pairs with the items read
+        if result.family == BUILTIN:
+            _add_originals_of_own_run(entry, result)
+            continue
         for item in _items(result):
             if item.variant not in VARIANTS or (result.family != CONTAM and item.variant != result.family):
                 raise ReportInputError(f"{result.path}: a {item.variant} row in the {result.family} export")
@@ -208,6 +239,25 @@ def _perturbation_entry(results: list[ResultFile]) -> ModelBenchmark:
             entry.sources[variant] = str(result.path)
     entry.check_pairs()
     return entry
+
+
+def _add_originals_of_own_run(entry: ModelBenchmark, result: ResultFile) -> None:
+    """Leaderboard mode: each perturbed item's original version from a run of VLMEvalKit's own dataset of the
+    benchmark, by its index; the run's other items are left out."""
+    by_index = {_text(row["index"]): row for row in result.table.to_dict("records")}
+    for item_id, versions in entry.items.items():
+        perturbed = versions[PERTURBED]
+        row = by_index.get(perturbed.original_id)
+        if row is None:
+            raise ReportInputError(f"{result.path}: no index {perturbed.original_id}, which the perturbed run scored "
+                                   f"({item_id})")  # fmt: skip
+        versions[ORIGINAL] = replace(perturbed, variant=ORIGINAL, correct=int(_text(row["hit"])),
+                                     gold=_text(row["answer"]), response=_text(row["prediction"]))  # fmt: skip
+    entry.sources[ORIGINAL] = str(result.path)
+    entry.notes = (*entry.notes, f"leaderboard mode: the originals from {result.path.name} (VLMEvalKit's own "
+                   f"{result.dataset}), {len(entry.items)} of its {len(by_index)} items; both runs ask with "
+                   "VLMEvalKit's multiple-choice prompt, but a model class that picks its prompt by the dataset's "
+                   "name may see the two names differently")  # fmt: skip
 
 
 def load(paths: Iterable[str | Path]) -> Loaded:
@@ -230,11 +280,16 @@ def load(paths: Iterable[str | Path]) -> Loaded:
         else:
             pairs[(model, benchmark)].append(result)
     for (model, benchmark), results in sorted(pairs.items()):
-        families = {r.family for r in results}
-        if CONTAM not in families and families != {ORIGINAL, PERTURBED}:
-            missing = ({ORIGINAL, PERTURBED} - families).pop()
+        by_family = {r.family: r for r in results}
+        if CONTAM in by_family:
+            chosen = [by_family[CONTAM]]
+        elif PERTURBED in by_family and (ORIGINAL in by_family or BUILTIN in by_family):
+            chosen = [by_family[PERTURBED], by_family.get(ORIGINAL) or by_family[BUILTIN]]
+        elif set(by_family) == {BUILTIN}:
+            continue  # a run of VLMEvalKit's own dataset alone: nothing of ours to pair it with
+        else:
+            missing = ORIGINAL if PERTURBED in by_family else PERTURBED
             raise ReportInputError(f"{model}, {benchmark}: no run of the {missing} export (found only "
                                    f"{', '.join(str(r.path) for r in results)})")  # fmt: skip
-        chosen = [r for r in results if r.family == CONTAM] or results
         benchmarks.append(_perturbation_entry(chosen))
     return Loaded(benchmarks, detectors)
