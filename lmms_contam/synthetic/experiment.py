@@ -21,6 +21,7 @@ from scipy import stats as scipy_stats
 
 from lmms_contam.atomic import atomic_path
 from lmms_contam.detectors.signals import DETECTORS, LABELS
+from lmms_contam.hosts.readers import read_runs
 from lmms_contam.report import analysis
 from lmms_contam.report.build import build as build_report
 from lmms_contam.set_locations import env_var
@@ -200,7 +201,7 @@ def run(setup: Setup, out: str | Path) -> Outcome:
         specs += seed_specs
         eval_dirs += outputs.values()
     with resolving(test_set):  # the report shows flagged image pairs from the set the tasks read
-        analysed, _ = build_report(eval_dirs, markdown=out / "report.md", json_path=out / "report.json",
+        analysed, _ = build_report(read_runs(eval_dirs), markdown=out / "report.md", json_path=out / "report.json",
                                    html_path=out / "report.html")  # fmt: skip
     models = out / "models"
     rows = [

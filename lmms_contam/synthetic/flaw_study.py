@@ -19,6 +19,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from lmms_contam.atomic import atomic_path
+from lmms_contam.hosts.readers import read_runs
 from lmms_contam.perturb.config import PerturbConfig
 from lmms_contam.perturb.verify_set import VerifiedSubset, verify_set
 from lmms_contam.report.build import build as build_report
@@ -192,7 +193,7 @@ def _evaluated(rate: float, verified: bool, data: Path, specs: list[ModelSpec], 
     outputs = evaluate(folders, {name: (PERTURBATION_TASK,) for name in folders}, data, evaluations,
                        out / "logs" / f"lmms-eval-flaws-{label}.log")  # fmt: skip
     with experiment.resolving(data):
-        analysed, _ = build_report(outputs.values(), markdown=evaluations / "report.md",
+        analysed, _ = build_report(read_runs(outputs.values()), markdown=evaluations / "report.md",
                                    json_path=evaluations / "report.json")  # fmt: skip
     items = pq.read_metadata(data).num_rows
     models = out / "models"
