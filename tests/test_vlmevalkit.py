@@ -225,7 +225,7 @@ def test_the_report_refuses_versions_matched_by_different_judges(exported, mmsta
 
 
 def test_the_same_replies_get_the_same_verdict_from_both_hosts(exported, fixture_sets, mmstar_rows, tmp_path,
-                                                              monkeypatch):  # fmt: skip
+                                                              monkeypatch, capsys):  # fmt: skip
     """One scripted model, its reply to every version a function of what it sees, in each of 14 real formats (a
     bare letter, "(C)", "Answer: D", "**A**", the option's text, prose, nothing), asked by lmms-eval's OpenAI
     loader on `mmstar_contam` and by VLMEvalKit on the export of the same set: each version is judged the same,
@@ -253,3 +253,8 @@ def test_the_same_replies_get_the_same_verdict_from_both_hosts(exported, fixture
     assert {key for key in ours if ours[key] != theirs[key]} == text_of_gold
     assert all(theirs[key] == 1 and ours[key] == 0 for key in text_of_gold)
     assert sum(model.asked.values()) == 48  # each host asked every version once
+    both = (tmp_path / "lmms-eval", tmp_path / "vlmeval")
+    code, _, err = run_cli(capsys, "report", *both, "--json", tmp_path / "r.json")
+    assert code == 0, err  # both hosts' folders in one report, side by side
+    results = json.loads((tmp_path / "r.json").read_text())["results"]
+    assert sorted(r["host"] for r in results) == ["VLMEvalKit", "lmms-eval"]
