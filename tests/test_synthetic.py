@@ -124,6 +124,35 @@ def test_demo_flags_contaminated_models_and_clears_clean_ones(tmp_path):
     _flaw_study_in_small(command, out, rows, weights, stamps)
 
 
+@pytest.mark.slow
+def test_demo_through_vlmevalkit_flags_contaminated_models_and_clears_clean_ones(tmp_path):
+    """The same experiment with VLMEvalKit as the harness: models trained on its prompt, served on 127.0.0.1,
+    asked by `python -m vlmeval`'s API model and scored by its exact matching; the report reads its work dir."""
+    out = tmp_path / "demo"
+    command = [str(Path(sys.executable).with_name("lmms-contam")), "demo", "--host", "vlmevalkit", "--out", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1500)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert f"report: {(out / 'vlmevalkit' / 'report.html').resolve()}" in done.stdout
+    summary = json.loads((out / "vlmevalkit" / "experiment.json").read_text())
+    assert summary["passed"] and summary["setup"]["host"] == "VLMEvalKit" and len(summary["checks"]) >= 8
+    rows = {row["model"]: row for row in summary["rows"]}
+    assert set(rows) == {"clean", "full-e30", "lora-e30", "control-e30"}
+    assert 0.6 <= rows["clean"]["acc_original"] <= 0.85
+    for name in ("full-e30", "lora-e30"):
+        assert rows[name]["verdict"] == "contaminated" and rows[name]["mcnemar_p"] < 0.01
+    for name in ("clean", "control-e30"):
+        assert rows[name]["verdict"] != "contaminated"
+    report = json.loads((out / "vlmevalkit" / "report.json").read_text())
+    assert {r["host"] for r in report["results"]} == {"VLMEvalKit"}
+    assert all("judge exact_matching" in r["answer_matching"] for r in report["results"])
+    # The model was trained on the prompt VLMEvalKit sends: its score through VLMEvalKit is a direct forward pass's.
+    from lmms_contam.synthetic.model import load
+
+    vlm, processor = load(out / "vlmevalkit" / "models" / "seed0" / "clean")
+    direct = train.Batcher(processor, "VLMEvalKit").accuracy(vlm, benchmark.original_examples(500))
+    assert abs(direct - rows["clean"]["acc_original"]) < 0.02
+
+
 def _flaw_study_in_small(command: list[str], out: Path, demo_rows: dict, weights: list[Path], stamps: list[int]):
     """`demo --flaws` on the demo's models: flaws accuse the clean model until `verify` removes them."""
     done = subprocess.run([*command, "--flaws"], capture_output=True, text=True, timeout=1200)

@@ -22,6 +22,7 @@ from loopback_vlm import ScriptedVLM, shown_in_export
 from lmms_contam.cli import main
 from lmms_contam.hosts.vlmevalkit.bindings import CIRCULAR_NAMES, EXPORTABLE, REFUSED, dataset_name
 from lmms_contam.hosts.vlmevalkit.export import FAMILIES
+from lmms_contam.hosts.vlmevalkit.prompt import INSTRUCTION, mcq_prompt
 from lmms_contam.registry.specs import PERTURBABLE, SPECS
 from lmms_contam.schema import manifest_beside
 
@@ -77,6 +78,7 @@ def work_dir(exported, mmstar_rows, tmp_path_factory) -> tuple[Path, ScriptedVLM
     work = tmp_path_factory.mktemp("vlmeval-work")
     with LoopbackServer(model) as server:
         vlmeval(exported, work, server.base_url, DATASETS, MODELS)
+    model.requests = server.requests
     return work, model
 
 
@@ -149,6 +151,17 @@ def test_vlmevalkit_runs_the_export_and_the_report_gives_each_model_its_verdict(
     markdown = (tmp_path / "r.md").read_text()
     assert "| memoriser (VLMEvalKit) | mmstar | VLMEvalKit |" in markdown
     assert "Answers matched by:" in markdown
+
+
+def test_vlmevalkit_asks_with_the_prompt_the_plugin_trains_its_models_on(work_dir):
+    """`hosts.vlmevalkit.prompt.mcq_prompt` is the text VLMEvalKit sends, so a model trained on it (the controlled
+    experiment through VLMEvalKit) reads what it was trained to read."""
+    _, model = work_dir
+    for body in model.requests:
+        (text,) = [part["text"] for part in body["messages"][0]["content"] if part["type"] == "text"]
+        listed = lambda s: "".join(f"{letter}. {option}\n" for letter, option in zip("ABCD", s.options, strict=True))  # noqa: E731
+        options = next(s.options for s in model.shown if text.endswith(listed(s) + INSTRUCTION))
+        assert text == mcq_prompt("Which object is shown in the image?", options)
 
 
 def _damaged(work: Path, copy: Path, name: str, damage) -> Path:

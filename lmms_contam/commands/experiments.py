@@ -8,8 +8,14 @@ from pathlib import Path
 
 from lmms_contam.commands.common import at_least, stop
 
+HOSTS = {"lmms-eval": "lmms-eval", "vlmevalkit": "VLMEvalKit"}  # --host's choices -> the report's host names
+
 
 def _with_overrides(setup, args: argparse.Namespace):
+    if getattr(args, "host", "lmms-eval") != "lmms-eval":
+        if args.flaws:
+            raise ValueError("--flaws runs through lmms-eval only")
+        setup = dataclasses.replace(setup, host=HOSTS[args.host])
     if getattr(args, "seeds", None):
         setup = dataclasses.replace(setup, seeds=tuple(int(s) for s in args.seeds.split(",")))
     if getattr(args, "items", None):
@@ -32,7 +38,7 @@ def _experiment(args: argparse.Namespace) -> int:
         else:
             outcome = experiment.run(_with_overrides(experiment.DEMO if demo else experiment.FULL, args), args.out)
             text, written = experiment.table(outcome), f"report: {outcome.report_html.resolve()}"
-    except (EvaluationError, experiment.SetupMismatch) as exc:
+    except (EvaluationError, ValueError) as exc:  # SetupMismatch is a ValueError
         return stop(args.command, exc)
     print(text)
     print(f"\n{sum(c.passed for c in outcome.checks)}/{len(outcome.checks)} checks passed "
@@ -54,6 +60,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     demo.add_argument("--out", default="lmms-contam-demo", help="working folder (default ./lmms-contam-demo)")
     demo.add_argument("--items", type=at_least(100), help="test items (default 500; fewer make the verdicts noisy)")
+    demo.add_argument("--host", choices=HOSTS, default="lmms-eval",
+                      help="the harness that evaluates the models: lmms-eval's llava_hf loader (default), or "
+                      "VLMEvalKit's API model asking them served on 127.0.0.1 (models trained on its prompt, under "
+                      "OUT/vlmevalkit)")  # fmt: skip
     demo.add_argument("--flaws", action="store_true",
                       help="the flaw study in small instead: flaw rates 0 and 0.4, each set before and after "
                       "`lmms-contam verify` (the same models; a few minutes more)")  # fmt: skip
@@ -69,6 +79,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     full.add_argument("--out", default="lmms-contam-experiment", help="working folder")
     full.add_argument("--seeds", help="comma-separated seeds (default 0,1,2)")
+    full.add_argument("--host", choices=HOSTS, default="lmms-eval",
+                      help="the harness that evaluates the models (as for demo)")  # fmt: skip
     full.add_argument("--flaws", action="store_true",
                       help="the flaw study instead: how many flawed counterfactuals make a clean model look "
                       "contaminated, and whether `lmms-contam verify` prevents it. Flaw rates 0, 0.1, 0.2 and 0.4; "

@@ -1,8 +1,9 @@
-"""Evaluate model folders through the real lmms-eval CLI, with its own `llava_hf` loader.
+"""Evaluate model folders through a real harness: the lmms-eval CLI with its own `llava_hf` loader, or
+VLMEvalKit's `python -m vlmeval` with its OpenAI-API model asking the models served on 127.0.0.1.
 
-One subprocess evaluates every model (lmms-eval's `--config` takes a list of runs), so the
-harness starts once. Each model writes its own output folder; one that already holds samples of
-every task asked of it is not evaluated again, and any other is cleared and evaluated afresh.
+One subprocess evaluates every model (lmms-eval's `--config` takes a list of runs; VLMEvalKit's `--model`
+a list of names), so the harness starts once. An output that already holds every result asked of it is
+not evaluated again; any other is cleared and evaluated afresh.
 """
 
 from __future__ import annotations
@@ -11,13 +12,20 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
 
 from lmms_contam.atomic import atomic_path
 from lmms_contam.detectors.signals import DETECTORS
+from lmms_contam.hosts.vlmevalkit.bindings import dataset_name
+from lmms_contam.hosts.vlmevalkit.export import export_set
+from lmms_contam.hosts.vlmevalkit.reader import EXACT_MATCHING
+from lmms_contam.records import CONTAM
 from lmms_contam.set_locations import env_var
+from lmms_contam.synthetic.model_server import MAX_NEW_TOKENS, ServedModels
 
 PERTURBATION_TASK = "synthetic_contam"
 DETECTOR_TASKS = tuple(f"synthetic_{detector}" for detector in DETECTORS)
@@ -25,6 +33,21 @@ DETECTOR_TASKS = tuple(f"synthetic_{detector}" for detector in DETECTORS)
 
 class EvaluationError(RuntimeError):
     pass
+
+
+@contextmanager
+def resolving(test_set: Path) -> Iterator[None]:
+    """The synthetic tasks (and exports) resolve `test_set` for the duration."""
+    name = env_var("synthetic")
+    before = os.environ.get(name)
+    os.environ[name] = str(test_set)
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = before
 
 
 def complete(out: Path, tasks: tuple[str, ...]) -> bool:
@@ -74,3 +97,27 @@ def evaluate(models: dict[str, Path], tasks: dict[str, tuple[str, ...]], test_se
     if missing:
         raise EvaluationError(f"lmms-eval wrote no complete results for {', '.join(missing)}; see {log}")
     return outputs
+
+
+def evaluate_vlmevalkit(models: dict[str, Path], test_set: Path, out: Path, log: Path) -> Path:
+    """Evaluate each model (by name) on the test set exported for VLMEvalKit, asked by VLMEvalKit's API model
+    through the model server, scored by its exact matching; returns the work dir the report reads."""
+    dataset, work = dataset_name("synthetic"), out / "work"
+    results = [work / name / f"{name}_{dataset}_{EXACT_MATCHING}_result.xlsx" for name in models]
+    if all(path.is_file() for path in results):
+        return work
+    shutil.rmtree(work, ignore_errors=True)
+    lmudata = out / "LMUData"
+    with resolving(test_set):
+        export_set("synthetic", CONTAM, lmudata)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with ServedModels(models) as server, open(log, "a", encoding="utf-8") as stream:
+        command = [sys.executable, "-m", "vlmeval", "--data", dataset, "--model", *models, "--base-url",
+                   server.base_url, "--local-media", "--judge", EXACT_MATCHING, "--work-dir", str(work),
+                   "--api-nproc", "16", "--retry", "1", "--max-tokens", str(MAX_NEW_TOKENS)]  # fmt: skip
+        subprocess.run(command, stdout=stream, stderr=subprocess.STDOUT, check=False,
+                       env={**os.environ, "LMUData": str(lmudata)})  # fmt: skip
+    missing = [name for name, path in zip(models, results, strict=True) if not path.is_file()]
+    if missing:
+        raise EvaluationError(f"VLMEvalKit wrote no result for {', '.join(missing)}; see {log}")
+    return work

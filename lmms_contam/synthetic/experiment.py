@@ -9,11 +9,8 @@ control and most contaminated models also run the peer detector tasks, to show w
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections import defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -24,9 +21,9 @@ from lmms_contam.detectors.signals import DETECTORS, LABELS
 from lmms_contam.hosts.readers import read_runs
 from lmms_contam.report import analysis
 from lmms_contam.report.build import build as build_report
-from lmms_contam.set_locations import env_var
+from lmms_contam.report.inputs import LMMS_EVAL, VLMEVALKIT
 from lmms_contam.synthetic import benchmark
-from lmms_contam.synthetic.evaluate import DETECTOR_TASKS, PERTURBATION_TASK, evaluate
+from lmms_contam.synthetic.evaluate import DETECTOR_TASKS, PERTURBATION_TASK, evaluate, evaluate_vlmevalkit, resolving
 from lmms_contam.synthetic.models import ModelSpec, Recipe, build_models, plan
 from lmms_contam.synthetic.rates import image_only_rates
 
@@ -46,6 +43,7 @@ class Setup:
     # the three tasks cost 3.5x the evaluation of the perturbation task).
     detector_seeds: tuple[int, ...] = (0,)
     detector_strategies: tuple[str, ...] = ("clean", "full", "lora", "control")
+    host: str = LMMS_EVAL  # the harness that evaluates the models (they are trained on its prompt)
 
     def runs_detectors(self, spec: ModelSpec) -> bool:
         top = max(self.degrees or self.recipe.degrees)
@@ -182,7 +180,9 @@ def rate_check(image_only: dict[str, dict]) -> Check:
 
 
 def run(setup: Setup, out: str | Path) -> Outcome:
-    """Build (or reuse) everything under `out`, then write report.{html,md,json} and experiment.json."""
+    """Build (or reuse) everything under `out`, then write report.{html,md,json} and experiment.json (for
+    VLMEvalKit, with its models and runs, under `out/vlmevalkit`: models trained on another harness's
+    prompt are other models)."""
     started = time.monotonic()
     out = Path(out).resolve()  # lmms-eval records model folders as given: one spelling across runs
     claim_folder(out, setup)
@@ -190,52 +190,52 @@ def run(setup: Setup, out: str | Path) -> Outcome:
     test_set = out / "data" / f"synthetic-{recipe.test_items}.parquet"
     if not test_set.exists():
         benchmark.build_test_set(recipe.test_items, test_set)
+    root = out if setup.host == LMMS_EVAL else out / "vlmevalkit"
+    models = root / "models"
     specs: list[ModelSpec] = []
     eval_dirs: list[Path] = []
     for seed in setup.seeds:
         seed_specs = plan(recipe, seed, setup.strategies, setup.control, setup.degrees)
-        folders = build_models(seed_specs, recipe, out / "models")
-        tasks = {s.name: (PERTURBATION_TASK, *(DETECTOR_TASKS if setup.runs_detectors(s) else ())) for s in seed_specs}
-        outputs = evaluate(folders, tasks, test_set, out / "eval" / f"seed{seed}",
-                           out / "logs" / f"lmms-eval-seed{seed}.log")  # fmt: skip
+        folders = build_models(seed_specs, recipe, models, setup.host)
         specs += seed_specs
-        eval_dirs += outputs.values()
+        log = root / "logs" / f"{setup.host}-seed{seed}.log"
+        if setup.host == VLMEVALKIT:
+            served = {served_name(spec): folders[spec.name] for spec in seed_specs}
+            eval_dirs.append(evaluate_vlmevalkit(served, test_set, root / "eval" / f"seed{seed}", log))
+            continue
+        tasks = {s.name: (PERTURBATION_TASK, *(DETECTOR_TASKS if setup.runs_detectors(s) else ())) for s in seed_specs}
+        eval_dirs += evaluate(folders, tasks, test_set, out / "eval" / f"seed{seed}", log).values()
     with resolving(test_set):  # the report shows flagged image pairs from the set the tasks read
-        analysed, _ = build_report(read_runs(eval_dirs), markdown=out / "report.md", json_path=out / "report.json",
-                                   html_path=out / "report.html")  # fmt: skip
-    models = out / "models"
+        analysed, _ = build_report(read_runs(eval_dirs), markdown=root / "report.md", json_path=root / "report.json",
+                                   html_path=root / "report.html")  # fmt: skip
     rows = [
         row_of(
-            spec, only_entry(entries_of(spec, analysed.results, models)), entries_of(spec, analysed.detectors, models)
+            spec,
+            only_entry(entries_of(spec, analysed.results, models, setup.host)),
+            entries_of(spec, analysed.detectors, models, setup.host),
         )  # fmt: skip
         for spec in specs
     ]
     image_only = image_only_rates(recipe, setup.seeds[0], test_set, out / "scan")
     checks = [*check(rows), rate_check(image_only)]
-    outcome = Outcome(rows, checks, out / "report.html", time.monotonic() - started, image_only)
+    outcome = Outcome(rows, checks, root / "report.html", time.monotonic() - started, image_only)
     summary = {"setup": asdict(setup), "rows": [asdict(r) for r in rows], "checks": [asdict(c) for c in outcome.checks],
                "image_only": image_only, "passed": outcome.passed, "seconds": round(outcome.seconds, 1)}  # fmt: skip
-    with atomic_path(out / "experiment.json") as tmp:
+    with atomic_path(root / "experiment.json") as tmp:
         tmp.write_text(json.dumps(summary, indent=2))
     return outcome
 
 
-@contextmanager
-def resolving(test_set: Path) -> Iterator[None]:
-    name = env_var("synthetic")
-    before = os.environ.get(name)
-    os.environ[name] = str(test_set)
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ[name]
-        else:
-            os.environ[name] = before
+def served_name(spec: ModelSpec) -> str:
+    """The name a model is served and asked under through VLMEvalKit: one per model across seeds."""
+    return f"{spec.name}-seed{spec.seed}"
 
 
-def entries_of(spec: ModelSpec, results: list, models: Path) -> list:
-    """Report entries labelled with this model: lmms-eval names llava_hf runs by the `pretrained` folder."""
+def entries_of(spec: ModelSpec, results: list, models: Path, host: str = LMMS_EVAL) -> list:
+    """Report entries labelled with this model: lmms-eval names llava_hf runs by the `pretrained` folder,
+    VLMEvalKit's runs by the name the model was asked under."""
+    if host == VLMEVALKIT:
+        return [r for r in results if r.model == f"{served_name(spec)} (VLMEvalKit)"]
     folder = str(spec.folder(models))
     return [r for r in results if r.model == folder or f"pretrained={folder}," in r.model]
 

@@ -1,7 +1,8 @@
 """The experiment's models: a clean one trained from scratch, then contaminated and control copies.
 
-Each model is a `save_pretrained` folder that lmms-eval's `llava_hf` loader reads. A folder that
-exists is finished (folders appear by rename), so a rerun after a crash trains only what is missing.
+Each model is a `save_pretrained` folder that lmms-eval's `llava_hf` loader reads (and the model server
+serves to VLMEvalKit), trained on the prompt of the harness that evaluates it. A folder that exists is
+finished (folders appear by rename), so a rerun after a crash trains only what is missing.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 import torch
 from loguru import logger
 
+from lmms_contam.report.inputs import LMMS_EVAL
 from lmms_contam.stats import stable_seed
 from lmms_contam.synthetic import benchmark, model, train
 from lmms_contam.synthetic.scenes import KINDS, draw_scene
@@ -57,19 +59,19 @@ def plan(recipe: Recipe, seed: int, strategies: tuple[str, ...] = ("full", "lora
     return specs
 
 
-def _tokenizer_corpus() -> list[str]:
-    """Every prompt the model will read, templated as llava_hf templates it, plus the answers."""
+def _tokenizer_corpus(host: str) -> list[str]:
+    """Every prompt the model will read, templated as the harness templates it, plus the answers."""
     _, bootstrap = model.new_tiny_llava(model.build_tokenizer(["A B C D"]))
     questions = [draw_scene("vocabulary", 0, kind).question_text() for kind in sorted(KINDS)]
-    return [train.prompt_text(bootstrap, q) for q in questions] * 4 + ["A", "B", "C", "D"]
+    return [train.prompt_text(bootstrap, train.host_text(q, host)) for q in questions] * 4 + ["A", "B", "C", "D"]
 
 
-def train_clean(spec: ModelSpec, recipe: Recipe, root: Path) -> Path:
+def train_clean(spec: ModelSpec, recipe: Recipe, root: Path, host: str = LMMS_EVAL) -> Path:
     folder = spec.folder(root)
     if folder.exists():
         return folder
-    vlm, processor = model.new_tiny_llava(model.build_tokenizer(_tokenizer_corpus()), seed=spec.seed)
-    batcher = train.Batcher(processor)
+    vlm, processor = model.new_tiny_llava(model.build_tokenizer(_tokenizer_corpus(host)), seed=spec.seed)
+    batcher = train.Batcher(processor, host)
     schedule = train.Schedule(lr=recipe.clean_lr)
     train.fit(vlm, batcher, benchmark.training_batches(spec.seed, recipe.clean_batch), recipe.clean_steps, schedule,
               desc=f"seed {spec.seed}: clean model")  # fmt: skip
@@ -83,18 +85,18 @@ def _with_lora(vlm, rank: int):
     return get_peft_model(vlm, config)
 
 
-def fine_tune(specs: list[ModelSpec], recipe: Recipe, root: Path, clean: Path) -> list[Path]:
+def fine_tune(specs: list[ModelSpec], recipe: Recipe, root: Path, clean: Path, host: str = LMMS_EVAL) -> list[Path]:
     """One complete run per degree, each from the clean model with its own warm-up and cosine decay to
     zero over its epochs, as "fine-tuned for N epochs" means in the paper (a mid-run snapshot of a longer
     run would be caught at a high learning rate, not annealed)."""
     for spec in specs:
         folder = spec.folder(root)
         if not folder.exists():
-            _fine_tune_one(spec, recipe, clean, folder)
+            _fine_tune_one(spec, recipe, clean, folder, host)
     return [spec.folder(root) for spec in specs]
 
 
-def _fine_tune_one(spec: ModelSpec, recipe: Recipe, clean: Path, folder: Path) -> None:
+def _fine_tune_one(spec: ModelSpec, recipe: Recipe, clean: Path, folder: Path, host: str) -> None:
     # The same LoRA initialisation and batch order for every degree: a higher degree only trains longer.
     torch.manual_seed(stable_seed("fine-tune", spec.strategy, str(spec.seed)))
     vlm, processor = model.load(clean)
@@ -104,7 +106,7 @@ def _fine_tune_one(spec: ModelSpec, recipe: Recipe, clean: Path, folder: Path) -
             else benchmark.original_examples(recipe.test_items))  # fmt: skip
     steps = spec.degree * -(-len(data) // recipe.finetune_batch)
     lr = recipe.lora_lr if spec.strategy == "lora" else recipe.full_lr
-    train.fit(vlm, train.Batcher(processor), train.epochs_of(data, recipe.finetune_batch, spec.seed), steps,
+    train.fit(vlm, train.Batcher(processor, host), train.epochs_of(data, recipe.finetune_batch, spec.seed), steps,
               train.Schedule(lr=lr, warmup=20), desc=f"seed {spec.seed}: {spec.name}")  # fmt: skip
     _save(vlm, processor, folder, spec.strategy)
 
@@ -126,10 +128,10 @@ def _merged_copy(peft_model):
     return copy.deepcopy(peft_model).merge_and_unload()
 
 
-def build_models(specs: list[ModelSpec], recipe: Recipe, root: Path) -> dict[str, Path]:
-    """Train what is missing; returns {model name: folder}."""
+def build_models(specs: list[ModelSpec], recipe: Recipe, root: Path, host: str = LMMS_EVAL) -> dict[str, Path]:
+    """Train what is missing, on the prompt of the harness `host`; returns {model name: folder}."""
     (clean_spec,) = [s for s in specs if s.strategy == "clean"]
-    clean = train_clean(clean_spec, recipe, root)
+    clean = train_clean(clean_spec, recipe, root, host)
     for strategy in dict.fromkeys(s.strategy for s in specs if s.strategy != "clean"):
-        fine_tune([s for s in specs if s.strategy == strategy], recipe, root, clean)
+        fine_tune([s for s in specs if s.strategy == strategy], recipe, root, clean, host)
     return {spec.name: spec.folder(root) for spec in specs}

@@ -1,7 +1,9 @@
 """Training and fine-tuning the tiny VLM on the CPU, on prompts identical to the harness's.
 
-The training prompt is built the way lmms-eval's `llava_hf` builds it at evaluation (image token,
-MMStar's prompt, the chat template, the processor's image-token expansion); only the answer letter
+The training prompt is built the way the harness that evaluates the model builds it: for lmms-eval,
+as its `llava_hf` loader does (image token, MMStar's prompt, the chat template, the processor's
+image-token expansion); for VLMEvalKit, its multiple-choice prompt as its API models send it to the
+served model (synthetic/model_server.py), which templates it the same way. Only the answer letter
 and the end-of-sequence token are learned.
 """
 
@@ -16,7 +18,11 @@ from PIL import Image
 from tqdm.auto import tqdm
 from transformers import LlavaForConditionalGeneration, LlavaProcessor, get_cosine_schedule_with_warmup
 
+from lmms_contam.detectors.options import question_stem
+from lmms_contam.hosts.vlmevalkit.prompt import mcq_prompt
 from lmms_contam.letters import option_letters
+from lmms_contam.registry.parsers import mmstar_options
+from lmms_contam.report.inputs import LMMS_EVAL, VLMEVALKIT
 
 # The default post-prompt of the synthetic tasks (tests/test_synthetic.py checks the YAML agrees).
 POST_PROMPT = "\nAnswer with the option's letter from the given choices directly"
@@ -30,18 +36,25 @@ class Example:
     letter: str
 
 
-def prompt_text(processor: LlavaProcessor, question: str) -> str:
-    """What llava_hf feeds the processor for an MMStar-style document without an image token."""
-    context = f"<image>\n{question}{POST_PROMPT}"
-    messages = [{"role": "user", "content": context}]
+def host_text(question: str, host: str = LMMS_EVAL) -> str:
+    """What a harness asks of an MMStar-style question: lmms-eval's MMStar prompt, or VLMEvalKit's."""
+    if host == VLMEVALKIT:
+        return mcq_prompt(question_stem("synthetic", question), mmstar_options(question))
+    return f"{question}{POST_PROMPT}"
+
+
+def prompt_text(processor: LlavaProcessor, text: str) -> str:
+    """The chat-templated prompt of a harness's text with the image before it, as llava_hf (and the model
+    server) feed the processor."""
+    messages = [{"role": "user", "content": f"<image>\n{text}"}]
     return processor.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
 
 class Batcher:
     """Model inputs for examples: prompt ids (cached per question), the letter, then end of sequence."""
 
-    def __init__(self, processor: LlavaProcessor) -> None:
-        self.processor = processor
+    def __init__(self, processor: LlavaProcessor, host: str = LMMS_EVAL) -> None:
+        self.processor, self.host = processor, host
         tokenizer = processor.tokenizer
         self.letter_ids = {}
         for letter in option_letters(4):
@@ -54,7 +67,8 @@ class Batcher:
 
     def prompt_ids(self, question: str) -> list[int]:
         if question not in self._prompts:
-            encoded = self.processor(images=[self._blank], text=prompt_text(self.processor, question))
+            text = prompt_text(self.processor, host_text(question, self.host))
+            encoded = self.processor(images=[self._blank], text=text)
             self._prompts[question] = list(encoded["input_ids"][0])
         return self._prompts[question]
 
