@@ -46,7 +46,7 @@ class Shown:
         return option_letters(len(self.options))
 
 
-def _view(options: tuple[str, ...], image: bytes | None) -> str:
+def view_of(options: tuple[str, ...], image: bytes | None) -> str:
     return hashlib.sha256("\x1f".join(options).encode() + (image or b"")).hexdigest()[:16]
 
 
@@ -58,7 +58,7 @@ def shown_in_export(tsv: pd.DataFrame, original_gold: dict[str, str]) -> list[Sh
         data = base64.b64decode(row["image"]) if row.get("image") else None
         shown.append(Shown(row["contam_item_id"], row["contam_variant"], options, row["answer"],
                            original_gold[row["contam_item_id"]], thumbnail(data) if data else None,
-                           _view(options, data)))  # fmt: skip
+                           view_of(options, data)))  # fmt: skip
     return shown
 
 
@@ -72,7 +72,7 @@ def shown_in_set(rows: list[dict]) -> list[Shown]:
             gold,
             row["original_answer"],
             thumbnail(row[column]["bytes"]),
-            _view(tuple(row["options"]), row[column]["bytes"]),
+            view_of(tuple(row["options"]), row[column]["bytes"]),
         )
         for row in rows
         for variant, gold, column in (

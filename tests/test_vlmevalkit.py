@@ -16,10 +16,12 @@ import datasets
 import pandas as pd
 import pytest
 from conftest import run_lmms_eval
+from loguru import logger
 from loopback import LoopbackServer
-from loopback_vlm import ScriptedVLM, shown_in_export
+from loopback_vlm import ScriptedVLM, Shown, shown_in_export, thumbnail, view_of
 
 from lmms_contam.cli import main
+from lmms_contam.detectors.options import gold_letter, rotations
 from lmms_contam.hosts.vlmevalkit.bindings import CIRCULAR_NAMES, EXPORTABLE, REFUSED, dataset_name
 from lmms_contam.hosts.vlmevalkit.export import FAMILIES
 from lmms_contam.hosts.vlmevalkit.prompt import INSTRUCTION, mcq_prompt
@@ -271,3 +273,87 @@ def test_the_same_replies_get_the_same_verdict_from_both_hosts(exported, fixture
     assert code == 0, err  # both hosts' folders in one report, side by side
     results = json.loads((tmp_path / "r.json").read_text())["results"]
     assert sorted(r["host"] for r in results) == ["VLMEvalKit", "lmms-eval"]
+
+
+def mmbench_layout(contam: pd.DataFrame, unrotated: int = 1) -> tuple[pd.DataFrame, list[Shown]]:
+    """The original versions of an export in VLMEvalKit's MMBench layout: item i at index i, rotation r of its
+    options at i + r * 1e6 (the first `unrotated` items left out of the rotations, as VLMEvalKit leaves out
+    items whose options name option letters), and what each row shows."""
+    rows, shown = [], []
+    originals = contam[contam["split"] == "original"].reset_index(drop=True)
+    for number, row in enumerate(originals.to_dict("records"), 1):
+        options = [row[letter] for letter in "ABCD"]
+        n, gold = len(options), "ABCD".index(row["answer"])
+        image = base64.b64decode(row["image"])
+        orders = rotations(n)[:1] if number <= unrotated else rotations(n)
+        for r, order in enumerate(orders):
+            shown_options = tuple(options[i] for i in order)
+            letter = gold_letter(order, gold)
+            rows.append(
+                {
+                    "index": number + r * 1_000_000,
+                    "question": row["question"],
+                    **dict(zip("ABCD", shown_options, strict=True)),
+                    "answer": letter,
+                    "category": row["category"],
+                    "l2-category": row["l2-category"],
+                    "image": row["image"],
+                }
+            )
+            shown.append(Shown(str(number), f"rotation{r}", shown_options, letter, row["answer"], thumbnail(image),
+                               view_of(shown_options, image)))  # fmt: skip
+    return pd.DataFrame(rows), shown
+
+
+def test_the_report_reads_vlmevalkits_own_circular_eval_of_mmbench(exported, tmp_path, capsys):
+    """A run of VLMEvalKit's own MMBench_DEV_EN (here items in its layout, run as a custom dataset under that name,
+    since VLMEvalKit would download its own), evaluated with its CircularEval and PRINT_VANILLA=1: the report's
+    circular detector is VLMEvalKit's circular hit against its hit in the original order, per item."""
+    lmudata = tmp_path / "LMUData"
+    lmudata.mkdir()
+    table, shown = mmbench_layout(read_tsv(exported / "MMStar_contam.tsv"))
+    table.to_csv(lmudata / "MMBench_DEV_EN.tsv", sep="\t", index=False)
+    model = ScriptedVLM(shown)
+    models = ("oracle", "memoriser", "random")
+    with LoopbackServer(model) as server:
+        config = {"model": {name: {"class": "LMDeployAPI", "model": name, "key": "none", "retry": 1,
+                                   "api_base": f"{server.base_url}/chat/completions"} for name in models},
+                  "data": {"MMBench_DEV_EN": {"class": "CustomMCQDataset", "dataset": "MMBench_DEV_EN"}}}  # fmt: skip
+        (tmp_path / "config.json").write_text(json.dumps(config))
+        environment = {**os.environ, "LMUData": str(lmudata), "PRINT_VANILLA": "1"}
+        done = subprocess.run([sys.executable, "-m", "vlmeval", "--config", str(tmp_path / "config.json"), "--judge",
+                               "exact_matching", "--work-dir", str(tmp_path / "work")], capture_output=True, text=True,
+                              timeout=600, env=environment)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sum(model.asked.values()) == len(models) * len(table)
+    code, _, err = run_cli(capsys, "report", tmp_path / "work", "--json", tmp_path / "r.json")
+    assert code == 0, err
+    detectors = {d["model"].removesuffix(" (VLMEvalKit)"): d for d in json.loads((tmp_path / "r.json").read_text())
+                 ["detectors"]}  # fmt: skip
+    assert set(detectors) == set(models)
+    for name in models:
+        right: dict[str, list[bool]] = {}
+        for s in shown:
+            right.setdefault(s.item_id, []).append(model.policies[name](s) == s.gold)
+        first = [versions[0] for versions in right.values()]
+        every = [all(versions) for versions in right.values()]
+        found = detectors[name]
+        assert (found["benchmark"], found["detector"], found["n_items"], found["n_excluded"]) == (
+            "mmbench", "circular", len(right), 1)  # fmt: skip
+        assert found["reference"] == pytest.approx(sum(first) / len(first))
+        assert found["score"] == pytest.approx(sum(every) / len(every))
+        assert found["n_changed"] == sum(f and not e for f, e in zip(first, every, strict=True))
+    assert not detectors["oracle"]["flagged"] and detectors["oracle"]["signal"] == 0.0
+    assert detectors["memoriser"]["flagged"] and detectors["memoriser"]["p_value"] < 0.01
+    assert 0 < detectors["random"]["score"] < detectors["random"]["reference"]  # the draws make it worth checking
+    for vanilla in (tmp_path / "work").rglob("*_vanilla_circ0_result.xlsx"):
+        vanilla.unlink()  # evaluated without PRINT_VANILLA=1: the reference is missing, and the user told how to add it
+    warnings: list[str] = []
+    sink = logger.add(warnings.append, level="WARNING", format="{message}")
+    try:
+        code, _, err = run_cli(capsys, "report", tmp_path / "work", "--json", tmp_path / "r2.json")
+    finally:
+        logger.remove(sink)
+    assert code == 2 and "no runs of lmms-contam's tasks" in err and "Traceback" not in err, err
+    told = [w for w in warnings if "PRINT_VANILLA=1 python -m vlmeval --data MMBench_DEV_EN" in w]
+    assert len(told) == len(models), warnings

@@ -3,7 +3,8 @@ report's detector comparison are the same numbers.
 
 Records are the `ContamRecord`s the plugin's tasks log (item_id, variant, correct, stratum, n_options
 are read here). Variants: `rotation<r>` for CircularEval (`unrotated` for an item it leaves out, asked once
-in its own order), `original_order`/`shuffled` for the option shuffle, `text_only` for the image withheld.
+in its own order; `rotation0` and `all_rotations` where a harness gives only its own per-item result),
+`original_order`/`shuffled` for the option shuffle, `text_only` for the image withheld.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ CIRCULAR = "circular"
 OPTION_SHUFFLE = "option_shuffle"
 TEXT_ONLY = "text_only"
 UNROTATED = "unrotated"  # an item CircularEval leaves out (options that name option letters), asked once
+ALL_ROTATIONS = "all_rotations"  # right when every rotation was: VLMEvalKit's own CircularEval result of an item
 DETECTORS = (CIRCULAR, OPTION_SHUFFLE, TEXT_ONLY)
 
 LABELS = {CIRCULAR: "CircularEval", OPTION_SHUFFLE: "option shuffle", TEXT_ONLY: "text-only"}
@@ -102,7 +104,7 @@ def circular(records: Iterable[ContamRecord]) -> DetectorSignal:
 
     def complete(versions: Versions) -> bool:
         n = next(iter(versions.values())).n_options
-        return set(versions) in ({f"rotation{r}" for r in range(n)}, {UNROTATED})
+        return set(versions) in ({f"rotation{r}" for r in range(n)}, {UNROTATED}, {"rotation0", ALL_ROTATIONS})
 
     items = versions_by_item(records, complete)
     return _order_signal(
@@ -162,7 +164,7 @@ SIGNALS: dict[str, Callable[[Iterable[ContamRecord]], DetectorSignal]] = {
 
 def detector_of(variant: str) -> str:
     """Which detector a record's variant belongs to."""
-    if variant.startswith("rotation") or variant == UNROTATED:
+    if variant.startswith("rotation") or variant in (UNROTATED, ALL_ROTATIONS):
         return CIRCULAR
     if variant in ("original_order", "shuffled"):
         return OPTION_SHUFFLE

@@ -9,15 +9,16 @@ from pathlib import Path
 
 from lmms_contam.hosts.lmms_eval import reader as lmms_eval_reader
 from lmms_contam.hosts.vlmevalkit import reader as vlmevalkit_reader
+from lmms_contam.hosts.vlmevalkit import result_files as vlmevalkit_files
 from lmms_contam.report.inputs import Loaded, ReportInputError
 
 
 def _written_by(path: Path) -> tuple[bool, bool]:
     """(lmms-eval, VLMEvalKit): which hosts' output files the path is or holds."""
     if path.is_file():
-        return lmms_eval_reader.is_output_file(path), vlmevalkit_reader.is_result_file(path)
+        return lmms_eval_reader.is_output_file(path), vlmevalkit_files.is_result_file(path)
     if path.is_dir():
-        return any(path.rglob("*_results.json")), bool(vlmevalkit_reader.result_files([path]))
+        return any(path.rglob("*_results.json")), bool(vlmevalkit_files.result_files([path]))
     raise ReportInputError(f"{path}: no such file or folder")
 
 

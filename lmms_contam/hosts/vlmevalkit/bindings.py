@@ -26,6 +26,9 @@ class VLMEvalKitBinding:
     # VLMEvalKit's own dataset of the benchmark, where its `index` is the item's original id (the paper authors'
     # released TSVs are joined on it): leaderboard mode pairs a run of it with a run of the perturbed export.
     own_dataset: str | None = None
+    # VLMEvalKit's own dataset of the benchmark that it evaluates with CircularEval: its circular result is the
+    # report's circular detector (with PRINT_VANILLA=1, which adds each item's hit in the original order).
+    own_circular: str | None = None
 
 
 CATEGORIES = (("category", "category"), ("l2_category", "l2-category"))
@@ -37,7 +40,7 @@ BINDINGS: dict[str, VLMEvalKitBinding] = {
     "seedbench": VLMEvalKitBinding("SEEDBench_IMG"),
     # Not "MMBench": a name holding it switches VLMEvalKit's CircularEval on, which the export's two versions
     # of an item would break. VLMEvalKit's own MMBench run is CircularEval already.
-    "mmbench": VLMEvalKitBinding("MMB_DEV_EN", categories=CATEGORIES),
+    "mmbench": VLMEvalKitBinding("MMB_DEV_EN", categories=CATEGORIES, own_circular="MMBench_DEV_EN"),
     "ai2d": VLMEvalKitBinding("AI2D_TEST"),
     "mmmu": VLMEvalKitBinding("MMMU_DEV_VAL"),
     "scienceqa": VLMEvalKitBinding("ScienceQA_TEST", hint="hint"),
@@ -77,3 +80,4 @@ def dataset_name(benchmark: str, family: str = CONTAM) -> str:
 
 EXPORTABLE = tuple(name for name in PERTURBABLE if name in BINDINGS)
 OWN_DATASETS = {bound.own_dataset: name for name, bound in BINDINGS.items() if bound.own_dataset}
+OWN_CIRCULAR = {bound.own_circular: name for name, bound in BINDINGS.items() if bound.own_circular}

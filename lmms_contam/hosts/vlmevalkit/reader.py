@@ -1,11 +1,5 @@
-"""VLMEvalKit's work dirs read into the report's records.
-
-VLMEvalKit writes, per model and dataset, the judged predictions as
-`<work_dir>/<model>/[<eval_id>/]<model>_<dataset>_<judge>_result.<xlsx|tsv|json>`: every column of the
-exported TSV but the image, the reply (`prediction`), its correctness (`hit`) and how the reply was matched
-to an option (`log`). Rows of an export carry `contam_*` fields; files without them (VLMEvalKit's own
-datasets) are not read. Every refusal names the file: a file that cannot be read, a truncated one (fewer
-rows than the export had), a row without a field the report needs.
+"""VLMEvalKit's work dirs read into the report's records: each export's rows as scored items, paired by
+item; VLMEvalKit's own runs of a benchmark as the originals of leaderboard mode or as the circular detector.
 
 How each reply was matched is read from its `log`: VLMEvalKit's rules first; an LLM judge only for replies
 the rules could not match (with `exact_matching`, or a judge that is not working, those count as wrong); a
@@ -15,148 +9,27 @@ on answer matching nobody sees.
 
 from __future__ import annotations
 
-import json
-import math
-import re
-import zipfile
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
-import pandas as pd
-
-from lmms_contam.detectors.signals import DETECTORS, TEXT_ONLY
-from lmms_contam.hosts.vlmevalkit.bindings import OWN_DATASETS
+from lmms_contam.detectors.signals import CIRCULAR, DETECTORS, TEXT_ONLY
+from lmms_contam.hosts.vlmevalkit.circular import circular_records
+from lmms_contam.hosts.vlmevalkit.result_files import (
+    BUILTIN,
+    BUILTIN_CIRCULAR,
+    ResultFile,
+    cell_text,
+    read_result,
+    result_files,
+)
 from lmms_contam.records import CONTAM, ORIGINAL, PERTURBED, VARIANTS
 from lmms_contam.report.inputs import VLMEVALKIT, DetectorRun, Loaded, ModelBenchmark, ReportInputError, ScoredItem
 
-RESULT_FILE = re.compile(r"^(?P<stem>.+)_result\.(?P<format>xlsx|tsv|json)$")
-REQUIRED = (
-    *("index", "prediction", "hit", "answer"),
-    *("contam_dataset", "contam_family", "contam_rows", "contam_benchmark", "contam_item_id", "contam_original_id"),
-    *("contam_variant", "contam_n_options"),
-)
 EXACT_MATCHING = "exact_matching"
 UNMATCHED = "Failed in Prefetch"  # VLMEvalKit's log for a reply its rules could not match, with no judge at work
 RANDOM = "Failed to predict, thus randomly generate one"  # the judge failed three times: a random option
-BUILTIN = "builtin"  # VLMEvalKit's own dataset of the benchmark, in leaderboard mode
-
-
-def is_result_file(path: Path) -> bool:
-    return RESULT_FILE.match(path.name) is not None
-
-
-def result_files(paths: Iterable[Path]) -> list[Path]:
-    """Every judged result file under the given folders, and those named directly; each once (VLMEvalKit links
-    the latest run's files into the model's folder: they are read once, resolved)."""
-    found: list[Path] = []
-    for path in paths:
-        candidates = sorted(path.rglob("*_result.*")) if path.is_dir() else [path]
-        found += [p.resolve() for p in candidates if is_result_file(p) and p.is_file()]
-    return list(dict.fromkeys(found))
-
-
-def _table(path: Path) -> pd.DataFrame:
-    """A result file as a table, or a refusal naming it (damaged, truncated, empty)."""
-    form = RESULT_FILE.match(path.name)["format"]
-    try:
-        if form == "xlsx":
-            table = pd.read_excel(path)
-        elif form == "tsv":
-            if not path.read_bytes().endswith(b"\n"):
-                raise ValueError("the last line has no line end: a truncated file?")
-            table = pd.read_csv(path, sep="\t")
-        else:
-            table = pd.DataFrame(json.loads(path.read_text()))
-    except (zipfile.BadZipFile, ValueError, KeyError, OSError, pd.errors.ParserError) as exc:
-        raise ReportInputError(f"{path}: not a readable VLMEvalKit result file ({type(exc).__name__}: {exc})") from exc
-    if table.empty:
-        raise ReportInputError(f"{path}: no rows")
-    return table
-
-
-def _text(value: object) -> str:
-    """A cell as text: empty for a missing cell (pandas reads an empty cell as NaN)."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
-@dataclass(frozen=True)
-class ResultFile:
-    """One judged run of a dataset: who ran it, with which judge, and its rows."""
-
-    path: Path
-    model: str
-    dataset: str
-    judge: str
-    benchmark: str
-    family: str  # the export's family, or BUILTIN for VLMEvalKit's own dataset of the benchmark
-    table: pd.DataFrame
-
-
-def _checked_rows(path: Path, table: pd.DataFrame, expected_rows: set[str] | None) -> None:
-    if expected_rows is not None and expected_rows != {str(len(table))}:
-        raise ReportInputError(f"{path}: {len(table)} rows, but the export had {', '.join(sorted(expected_rows))} "
-                               "(a truncated file, or a run with --limit?)")  # fmt: skip
-    repeated = table["index"][table["index"].duplicated()].tolist()
-    if repeated:
-        raise ReportInputError(f"{path}: index {repeated[0]} appears more than once")
-    for number, hit in enumerate(table["hit"], 2):
-        if _text(hit) not in ("0", "1"):
-            raise ReportInputError(f"{path}: row {number}: hit is {hit!r}, expected 0 or 1")
-
-
-def _model_and_judge(path: Path, dataset: str) -> tuple[str, str]:
-    model, marker, judge = RESULT_FILE.match(path.name)["stem"].partition(f"_{dataset}_")
-    if not marker or not model or not judge:
-        raise ReportInputError(f"{path}: not named <model>_{dataset}_<judge>_result as VLMEvalKit names its results")
-    return model, judge
-
-
-def read_result(path: Path) -> ResultFile | None:
-    """A result file of an exported dataset, or of VLMEvalKit's own dataset of a benchmark (leaderboard mode),
-    checked; None for a result file of any other dataset."""
-    table = _table(path)
-    if "contam_dataset" not in table.columns:
-        return _own_dataset_result(path, table)
-    missing = [column for column in REQUIRED if column not in table.columns]
-    if missing:
-        raise ReportInputError(f"{path}: lacks column(s) {', '.join(missing)} (not a result of `lmms-contam export`?)")
-    names = {_text(v) for v in table["contam_dataset"]}
-    if len(names) != 1:
-        raise ReportInputError(f"{path}: rows of {len(names)} exported datasets ({', '.join(sorted(names))})")
-    dataset = names.pop()
-    model, judge = _model_and_judge(path, dataset)
-    _checked_rows(path, table, {_text(v) for v in table["contam_rows"]})
-    first = table.iloc[0]
-    return ResultFile(path=path, model=model, dataset=dataset, judge=judge, benchmark=_text(first["contam_benchmark"]),
-                      family=_text(first["contam_family"]), table=table)  # fmt: skip
-
-
-def _own_dataset_result(path: Path, table: pd.DataFrame) -> ResultFile | None:
-    """A run of VLMEvalKit's own dataset of a benchmark, known by the run's status.json (which names its
-    model and datasets; a file name alone cannot tell MMStar from a dataset whose name starts with it)."""
-    status = next((folder / "status.json" for folder in (path.parent, path.parent.parent)
-                   if (folder / "status.json").is_file()), None)  # fmt: skip
-    try:
-        known = json.loads(status.read_text()) if status else {}
-    except json.JSONDecodeError as exc:
-        raise ReportInputError(f"{status}: not valid JSON ({exc})") from exc
-    model = str(known.get("model_name", ""))
-    for dataset in known.get("datasets") or {}:
-        if dataset in OWN_DATASETS and path.name.startswith(f"{model}_{dataset}_"):
-            missing = [column for column in ("index", "prediction", "hit", "answer") if column not in table.columns]
-            if missing:
-                raise ReportInputError(f"{path}: lacks column(s) {', '.join(missing)}")
-            _checked_rows(path, table, None)
-            _, judge = _model_and_judge(path, dataset)
-            return ResultFile(path=path, model=model, dataset=dataset, judge=judge, benchmark=OWN_DATASETS[dataset],
-                              family=BUILTIN, table=table)  # fmt: skip
-    return None
 
 
 def model_label(result: ResultFile) -> str:
@@ -169,12 +42,12 @@ def how_matched(result: ResultFile) -> tuple[str, tuple[str, ...]]:
     kinds: Counter = Counter()
     logs = result.table["log"] if "log" in result.table.columns else [""] * len(result.table)
     for prediction, log in zip(result.table["prediction"], logs, strict=True):
-        log = _text(log)
+        log = cell_text(log)
         if UNMATCHED in log:
             kinds["unmatched"] += 1
         elif RANDOM in log:
             kinds["random"] += 1
-        elif log in ("", f"Match Log: {_text(prediction)}. "):
+        elif log in ("", f"Match Log: {cell_text(prediction)}. "):
             kinds["rules"] += 1
         else:
             kinds["judge"] += 1
@@ -201,12 +74,12 @@ def _items(result: ResultFile) -> list[ScoredItem]:
     for number, row in enumerate(result.table.to_dict("records"), 2):
         try:
             items.append(ScoredItem(
-                benchmark=_text(row["contam_benchmark"]), item_id=_text(row["contam_item_id"]),
-                original_id=_text(row["contam_original_id"]), variant=_text(row["contam_variant"]),
-                correct=int(_text(row["hit"])), n_options=int(_text(row["contam_n_options"])),
-                gold=_text(row["answer"]), stratum=_text(row.get("contam_stratum")),
-                set_manifest=_text(row.get("contam_set_manifest")) or None,
-                text_only_input="none" if text_only else None, response=_text(row["prediction"]),
+                benchmark=cell_text(row["contam_benchmark"]), item_id=cell_text(row["contam_item_id"]),
+                original_id=cell_text(row["contam_original_id"]), variant=cell_text(row["contam_variant"]),
+                correct=int(cell_text(row["hit"])), n_options=int(cell_text(row["contam_n_options"])),
+                gold=cell_text(row["answer"]), stratum=cell_text(row.get("contam_stratum")),
+                set_manifest=cell_text(row.get("contam_set_manifest")) or None,
+                text_only_input="none" if text_only else None, response=cell_text(row["prediction"]),
             ))  # fmt: skip
         except ValueError as exc:
             raise ReportInputError(f"{result.path}: row {number}: {exc}") from exc
@@ -244,15 +117,15 @@ def _perturbation_entry(results: list[ResultFile]) -> ModelBenchmark:
 def _add_originals_of_own_run(entry: ModelBenchmark, result: ResultFile) -> None:
     """Leaderboard mode: each perturbed item's original version from a run of VLMEvalKit's own dataset of the
     benchmark, by its index; the run's other items are left out."""
-    by_index = {_text(row["index"]): row for row in result.table.to_dict("records")}
+    by_index = {cell_text(row["index"]): row for row in result.table.to_dict("records")}
     for item_id, versions in entry.items.items():
         perturbed = versions[PERTURBED]
         row = by_index.get(perturbed.original_id)
         if row is None:
             raise ReportInputError(f"{result.path}: no index {perturbed.original_id}, which the perturbed run scored "
                                    f"({item_id})")  # fmt: skip
-        versions[ORIGINAL] = replace(perturbed, variant=ORIGINAL, correct=int(_text(row["hit"])),
-                                     gold=_text(row["answer"]), response=_text(row["prediction"]))  # fmt: skip
+        versions[ORIGINAL] = replace(perturbed, variant=ORIGINAL, correct=int(cell_text(row["hit"])),
+                                     gold=cell_text(row["answer"]), response=cell_text(row["prediction"]))  # fmt: skip
     entry.sources[ORIGINAL] = str(result.path)
     entry.notes = (*entry.notes, f"leaderboard mode: the originals from {result.path.name} (VLMEvalKit's own "
                    f"{result.dataset}), {len(entry.items)} of its {len(by_index)} items; both runs ask with "
@@ -277,6 +150,11 @@ def load(paths: Iterable[str | Path]) -> Loaded:
         if family in DETECTORS:
             detectors.append(DetectorRun(model_label(result), benchmark, family, _items(result), str(result.path),
                                          VLMEVALKIT))  # fmt: skip
+        elif family == BUILTIN_CIRCULAR:
+            records = circular_records(result)
+            if records:
+                detectors.append(DetectorRun(model_label(result), benchmark, CIRCULAR, records, str(result.path),
+                                             VLMEVALKIT))  # fmt: skip
         else:
             pairs[(model, benchmark)].append(result)
     for (model, benchmark), results in sorted(pairs.items()):
