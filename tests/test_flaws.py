@@ -11,17 +11,20 @@ from io import BytesIO
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+import yaml
 from PIL import Image
 
+from lmms_contam.cli import main
 from lmms_contam.letters import option_letters
 from lmms_contam.llm import image_part
 from lmms_contam.perturb.config import PerturbConfig
 from lmms_contam.perturb.verify_set import verify_set
 from lmms_contam.report.sets import set_status
+from lmms_contam.schema import manifest_beside
 from lmms_contam.set_locations import env_var
-from lmms_contam.synthetic import benchmark, flaw_study, flaws, reader
+from lmms_contam.synthetic import benchmark, calibration, flaw_study, flaws, judge_study, reader
 from lmms_contam.synthetic.experiment import Row
-from lmms_contam.synthetic.judge_server import IdealReaderJudge, verdict
+from lmms_contam.synthetic.judge_server import IdealReaderJudge, JudgeErrors, Truth, pixel_digest, truths_of, verdict
 from lmms_contam.synthetic.scenes import KINDS, counterfactual, render
 
 IDS = [f"synthetic-{i:06d}" for i in range(4000)]
@@ -153,3 +156,105 @@ def test_the_study_checks_fail_when_verification_does_not_help():
     assert not all(c.passed for c in flaw_study.check(rows(-0.01, 0.5, 0.02)))  # contamination missed
     outcome = flaw_study.FlawOutcome(rows(-0.1, 0.001, 1e-6), [])
     assert outcome.first_accusing_rate() == 0.4
+
+
+def _judged(data, errors: JudgeErrors) -> tuple[set[str], dict]:
+    """The items `verify` keeps with this judge (in a folder of its own linking the set), and its calibration."""
+    folder = judge_study._judged_folder(data.parent.parent, data, 0.4, errors)
+    return judge_study.judged_subset(folder, errors, PerturbConfig.from_yaml(flaw_study.RECIPE))
+
+
+def _kept_by(data, errors: JudgeErrors) -> set[str]:
+    return _judged(data, errors)[0]
+
+
+def test_a_judge_with_known_errors_keeps_flawed_and_rejects_good_counterfactuals_at_its_rates(verified):
+    """Through `verify`'s own code: the judge's errors change only what they say, at about the rates they say,
+    nested (a larger rate errs on every item a smaller one does), and the drift check still rejects what it
+    rejects (an unchanged image is never kept, whatever the judge says)."""
+    data, _ = verified
+    flawed = json.loads(benchmark.flaws_path(data).read_text())["items"]
+    ideal = _kept_by(data, JudgeErrors())
+    assert ideal == set(pq.read_table(data.parent / "verified" / "data.parquet", columns=["item_id"])["item_id"]
+                        .to_pylist())  # the errorless judge is the ideal reader  # fmt: skip
+    keeps = {rate: _kept_by(data, JudgeErrors(keep_flawed=rate)) for rate in (0.3, 0.6)}
+    rejects = _kept_by(data, JudgeErrors(reject_good=0.5))
+    assert ideal < keeps[0.3] < keeps[0.6]
+    assert all(item in flawed for item in keeps[0.6] - ideal)  # only flawed items are added
+    assert not any(flawed.get(item) == "unchanged" for item in keeps[0.6])  # the drift check is not the judge's
+    could = [i for i in flawed if i not in ideal and flawed[i] != "unchanged"]
+    share = len(keeps[0.6] - ideal) / len(could)
+    assert abs(share - 0.6) < 3 * (0.6 * 0.4 / len(could)) ** 0.5, (share, len(could))
+    good_kept = [i for i in ideal if i not in flawed]
+    assert rejects < ideal and all(i not in flawed for i in ideal - rejects)  # only good items are removed
+    share = len(ideal - rejects) / len(good_kept)
+    assert abs(share - 0.5) < 3 * (0.25 / len(good_kept)) ** 0.5, (share, len(good_kept))
+    other_seed = _kept_by(data, JudgeErrors(reject_good=0.5, seed=1))
+    assert other_seed != rejects and len(other_seed) != len(ideal)
+
+
+def test_calibration_measures_a_judges_errors_on_counterfactuals_of_known_truth(verified):
+    """`verify --calibrate`'s measurement, with judges whose errors are known: the ideal reader rejects every
+    flaw but some halfway colours (which read as the new answer) and no clear good edit; a judge that keeps
+    flaws at 60% is measured near that, with an interval that holds it."""
+    data, _ = verified
+    _, ideal = _judged(data, JudgeErrors())
+    assert (ideal["items"], ideal["flawed"], ideal["good"], ideal["failed"]) == (200, 100, 100, 0)
+    assert ideal["reject_good"] == 0.0 and ideal["image_size"] == [32, 32]
+    kinds = {kind: tuple(map(int, counts.split("/"))) for kind, counts in ideal["kept_by_kind"].items()}
+    assert all(kept == 0 for kind, (kept, _) in kinds.items() if kind != "ambiguous") and kinds["ambiguous"][1] == 25
+    assert ideal["keep_flawed"] == kinds["ambiguous"][0] / 100 < 0.25
+    _, keeper = _judged(data, JudgeErrors(keep_flawed=0.6))
+    low, high = keeper["keep_flawed_ci"]
+    expected = ideal["keep_flawed"] + 0.6 * (1 - ideal["keep_flawed"])
+    assert low <= expected <= high and keeper["reject_good"] == 0.0
+    manifest = json.loads(manifest_beside(data.parent.parent / "judges" / "f0.40" / "seed0-keep0.60-reject0.00"
+                                          / "verified" / "data.parquet").read_text())  # fmt: skip
+    assert manifest["verification"]["calibration"]["keep_flawed"] == keeper["keep_flawed"]
+
+
+def test_the_judge_study_checks_and_safe_rate_follow_the_verdicts():
+    def cell(keep: float, clean_p: float, full_p: float) -> judge_study.Cell:
+        rows = [_row("clean", "clean", -0.05, clean_p), _row("full-e30", "full", -0.2, full_p)]
+        return judge_study.Cell(rate=0.4, keep_flawed=keep, reject_good=0.0, seed=0, items=300, kept=200, flawed=120,
+                                flawed_kept=10, good=180, good_kept=170, rows=rows,
+                                calibration={"keep_flawed": 0.05 + keep, "reject_good": 0.0})  # fmt: skip
+
+    cells = [cell(0.0, 0.5, 1e-6), cell(0.1, 0.2, 1e-6), cell(0.2, 0.01, 1e-6), cell(0.4, 0.3, 1e-6)]
+    outcome = judge_study.JudgeOutcome(cells)
+    assert outcome.safe_keep_flawed() == 0.1  # 0.2 flags the clean model; 0.4 does not count past it
+    assert outcome.safe_calibrated_keep_flawed() == pytest.approx(0.15)
+    assert all(c.passed for c in judge_study.check(cells)) and len(judge_study.check(cells)) == 2
+    assert not all(c.passed for c in judge_study.check([cell(0.0, 0.01, 1e-6)]))  # clean flagged by the ideal judge
+    assert not all(c.passed for c in judge_study.check([cell(0.0, 0.5, 0.02)]))  # contamination missed
+    assert judge_study.JudgeOutcome([cell(0.0, 0.01, 1e-6)]).safe_keep_flawed() is None
+    with pytest.raises(ValueError, match="keep_flawed is a rate"):
+        JudgeErrors(keep_flawed=1.5)
+
+
+def test_verify_calibrate_records_the_judges_errors_and_the_report_warns_above_the_safe_rate(tmp_path, monkeypatch,
+                                                                                            capsys):  # fmt: skip
+    """`lmms-contam verify SET --calibrate N` with a judge that keeps 60% of flawed counterfactuals: the rates are
+    printed and recorded in the verified set's manifest, and, measured above the study's safe rate (here set
+    to 10%), both the command and the report's sentence on the set warn."""
+    folder = tmp_path / "set"
+    data = flaw_study.flawed_set(folder, 60, 0.4)
+    asked = calibration.calibration_items(40)
+    truths = truths_of(data) | {pixel_digest(e.image): Truth(e.key, e.new_letter, e.flaw is not None) for e in asked}
+    monkeypatch.setattr(calibration, "SAFE_KEEP_FLAWED", 0.1)
+    with IdealReaderJudge(JudgeErrors(keep_flawed=0.6), truths) as judge:
+        endpoint = {"base_url": judge.base_url, "model": "synthetic-ideal-reader", "api_key_env": "NO_KEY",
+                    "max_retries": 0}  # fmt: skip
+        config = tmp_path / "recipe.yaml"
+        config.write_text(yaml.safe_dump({"base": str(flaw_study.RECIPE), "verify": {"judge": {"endpoint": endpoint}}}))
+        capsys.readouterr()
+        assert main(["verify", str(folder), "--config", str(config), "--calibrate", "40"]) == 0
+    printed = capsys.readouterr().out
+    record = json.loads(manifest_beside(folder / "verified" / "data.parquet").read_text())["verification"]
+    measured = record["calibration"]
+    assert (measured["items"], measured["flawed"], measured["good"]) == (40, 20, 20)
+    assert measured["keep_flawed"] > 0.1 and measured["above_safe"] and measured["safe_keep_flawed"] == 0.1
+    assert f"keeps flawed: {measured['flawed_kept']}/20" in printed and "WARNING: above the 10%" in printed
+    monkeypatch.setenv(env_var("synthetic"), str(folder))
+    sentence = set_status("synthetic").sentence()
+    assert f"Its judge kept {measured['keep_flawed']:.1%} of 20 flawed" in sentence and "WARNING" in sentence

@@ -121,7 +121,8 @@ def test_demo_flags_contaminated_models_and_clears_clean_ones(tmp_path):
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert [p.stat().st_mtime_ns for p in weights] == stamps
     assert json.loads((out / "experiment.json").read_text())["rows"] == summary["rows"]
-    _flaw_study_in_small(command, out, rows, weights, stamps)
+    flaw_rows = _flaw_study_in_small(command, out, rows, weights, stamps)
+    _judge_study_in_small(command, out, flaw_rows, weights, stamps)
 
 
 @pytest.mark.slow
@@ -177,6 +178,30 @@ def _flaw_study_in_small(command: list[str], out: Path, demo_rows: dict, weights
         assert s["good_removed"] - s["ambiguous_good"] <= 0.01 * (s["good"] - s["ambiguous_good"])
     assert rows[(0.4, True, "clean")]["items"] == screened[0.4]["kept"] < 500
     assert "false-accusation curve" in done.stdout and "A clean model is first flagged" in done.stdout
+    return rows
+
+
+def _judge_study_in_small(command: list[str], out: Path, flaw_rows: dict, weights: list[Path], stamps: list[int]):
+    """`demo --judge-errors` on the same models and flawed set: judges that keep flawed counterfactuals or reject
+    good ones, each verifying through `verify`'s code; each model read on the items each judge kept."""
+    done = subprocess.run([*command, "--judge-errors"], capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert [p.stat().st_mtime_ns for p in weights] == stamps
+    study = json.loads((out / "judges.json").read_text())
+    assert study["passed"], study["checks"]
+    assert any(c["claim"].startswith("lmms-eval on the verified set") and c["passed"] for c in study["checks"])
+    cells = {(c["keep_flawed"], c["reject_good"]): c for c in study["cells"]}
+    assert set(cells) == {(0.0, 0.0), (0.0, 0.3), (0.2, 0.0), (0.2, 0.3)}
+    ideal, keeper, rejecter = cells[(0.0, 0.0)], cells[(0.2, 0.0)], cells[(0.0, 0.3)]
+    # The errorless judge is the flaw study's: the same items kept, and (restricted, not rerun) the same figures.
+    assert ideal["kept"] == flaw_rows[(0.4, True, "clean")]["items"]
+    for row in ideal["rows"]:
+        assert row["delta"] == pytest.approx(flaw_rows[(0.4, True, row["model"])]["row"]["delta"])
+    assert keeper["flawed_kept"] > ideal["flawed_kept"] and keeper["good_kept"] == ideal["good_kept"]
+    assert rejecter["good_kept"] < ideal["good_kept"] and rejecter["flawed_kept"] == ideal["flawed_kept"]
+    clean = {key: next(r for r in c["rows"] if r["model"] == "clean")["delta"] for key, c in cells.items()}
+    assert clean[(0.2, 0.0)] < clean[(0.0, 0.0)]  # kept flaws pull an innocent model's delta down
+    assert "The largest keep_flawed rate at which no clean model or control is flagged" in done.stdout
 
 
 def _row(model: str, strategy: str, degree: int, seed: int, acc: float, delta: float, p: float, verdict: str):

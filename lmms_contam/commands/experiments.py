@@ -13,8 +13,8 @@ HOSTS = {"lmms-eval": "lmms-eval", "vlmevalkit": "VLMEvalKit"}  # --host's choic
 
 def _with_overrides(setup, args: argparse.Namespace):
     if getattr(args, "host", "lmms-eval") != "lmms-eval":
-        if args.flaws:
-            raise ValueError("--flaws runs through lmms-eval only")
+        if args.flaws or args.judge_errors:
+            raise ValueError("--flaws and --judge-errors run through lmms-eval only")
         setup = dataclasses.replace(setup, host=HOSTS[args.host])
     if getattr(args, "seeds", None):
         setup = dataclasses.replace(setup, seeds=tuple(int(s) for s in args.seeds.split(",")))
@@ -29,7 +29,16 @@ def _experiment(args: argparse.Namespace) -> int:
 
     demo = args.command == "demo"
     try:
-        if args.flaws:
+        if args.flaws and args.judge_errors:
+            raise ValueError("--flaws and --judge-errors are two studies: run one, then the other (same --out)")
+        if args.judge_errors:
+            from lmms_contam.synthetic import judge_study
+
+            study = judge_study.DEMO_JUDGES if demo else judge_study.FULL_JUDGES
+            flaws = dataclasses.replace(study.flaws, setup=_with_overrides(study.flaws.setup, args))
+            outcome = judge_study.run(dataclasses.replace(study, flaws=flaws), args.out)
+            text, written = judge_study.table(outcome), f"summary: {(Path(args.out) / 'judges.json').resolve()}"
+        elif args.flaws:
             from lmms_contam.synthetic import flaw_study
 
             study = flaw_study.DEMO_FLAWS if demo else flaw_study.FULL_FLAWS
@@ -67,6 +76,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     demo.add_argument("--flaws", action="store_true",
                       help="the flaw study in small instead: flaw rates 0 and 0.4, each set before and after "
                       "`lmms-contam verify` (the same models; a few minutes more)")  # fmt: skip
+    demo.add_argument("--judge-errors", action="store_true",
+                      help="how good the verifying judge must be, in small: at flaw rate 0.4, judges that keep "
+                      "flawed counterfactuals (0 or 20%%) and reject good ones (0 or 30%%) each verify the set, "
+                      "and each model's verdict is read on the items each kept")  # fmt: skip
     demo.set_defaults(run=_experiment)
 
     full = commands.add_parser(
@@ -86,4 +99,10 @@ def register(commands: argparse._SubParsersAction) -> None:
                       "contaminated, and whether `lmms-contam verify` prevents it. Flaw rates 0, 0.1, 0.2 and 0.4; "
                       "the clean, control and 30-epoch models of every seed, each evaluated by lmms-eval on every "
                       "set before and after verification; writes flaws.json")  # fmt: skip
+    full.add_argument("--judge-errors", action="store_true",
+                      help="the judge-quality study: at flaw rates 0.2 and 0.4, judges keeping flawed "
+                      "counterfactuals at 0, 5, 10, 20 or 40%% and rejecting good ones at 0, 10 or 30%%, each "
+                      "verifying through `verify`'s own code; every model of every seed read on each judge's kept "
+                      "items (one lmms-eval run per model and flaw rate, restricted; one direct run checks that); "
+                      "writes judges.json")  # fmt: skip
     full.set_defaults(run=_experiment)

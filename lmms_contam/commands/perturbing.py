@@ -58,7 +58,7 @@ def _perturb(args: argparse.Namespace) -> int:
 def _verify(args: argparse.Namespace) -> int:
     from lmms_contam.llm import TooManyFailures
     from lmms_contam.perturb.config import PerturbConfig
-    from lmms_contam.perturb.verify_set import verify_set
+    from lmms_contam.perturb.verify_set import first_image_size, verify_set
     from lmms_contam.registry.specs import PERTURBABLE
     from lmms_contam.schema import VERIFIED_SUBSET, PerturbedSetError
     from lmms_contam.set_locations import resolve
@@ -68,7 +68,16 @@ def _verify(args: argparse.Namespace) -> int:
         if not folder.exists() and args.set in PERTURBABLE:  # a benchmark: the set its tasks resolve
             folder = Path(resolve(args.set).value)  # fetched first where the release has it
             folder = folder.parent if folder.name == VERIFIED_SUBSET else folder
-        verified = verify_set(folder, PerturbConfig.from_yaml(args.config), args.max_failure_rate)
+        config = PerturbConfig.from_yaml(args.config)
+        calibration = None
+        if args.calibrate:
+            from lmms_contam.synthetic.calibration import calibrate, summary
+
+            measured = calibrate(config, folder / "verify-work", args.calibrate, first_image_size(folder),
+                                 args.max_failure_rate)  # fmt: skip
+            print(summary(measured))
+            calibration = measured.as_record()
+        verified = verify_set(folder, config, args.max_failure_rate, calibration)
     except (ValueError, PerturbedSetError, FileNotFoundError) as exc:
         return stop("verify", exc)
     except TooManyFailures as exc:
@@ -125,5 +134,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     verify.add_argument("--config", default=str(Path(__file__).parents[1] / "configs" / "perturb" / "paper.yaml"),
                         help="a recipe whose verify section names the judge and the drift thresholds (default: "
                         "the paper's, judge o3)")  # fmt: skip
+    verify.add_argument("--calibrate", type=int, metavar="N",
+                        help="first ask the judge about N procedural counterfactuals of known truth (half good, half "
+                        "flawed in four ways, at the set's image size) and record how often it keeps a flawed one or "
+                        "rejects a good one, with 95%% intervals, in the verified set's manifest; the report warns "
+                        "when the keep rate is above the one the judge-quality study found safe. Simple shapes: a "
+                        "lower bound on the judge's errors. Try 200")  # fmt: skip
     add_failure_rate_argument(verify)
     verify.set_defaults(run=_verify)

@@ -14,12 +14,15 @@ candidate; a "keep" or "reject" set in `SET/verified/review.json` is applied on 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 import datasets
+import pyarrow.parquet as pq
+from PIL import Image
 
 from lmms_contam import __version__
 from lmms_contam.atomic import atomic_path
@@ -45,6 +48,15 @@ def set_file(folder: Path) -> Path:
     if not path.is_file():
         raise PerturbedSetError(f"{folder}: no data.parquet (a folder written by perturb, import or fetch)")
     return path
+
+
+def first_image_size(folder: str | Path) -> tuple[int, int]:
+    """The size of the set's first counterfactual: what a judge calibrated for this set is shown."""
+    source = set_file(Path(folder))
+    first = pq.ParquetFile(source).read_row_group(0, columns=["image"]).slice(0, 1).to_pylist()
+    if not first or not first[0]["image"] or not first[0]["image"].get("bytes"):
+        raise PerturbedSetError(f"{source}: no image in its first row")
+    return Image.open(io.BytesIO(first[0]["image"]["bytes"])).size
 
 
 def _read(path: Path) -> tuple[datasets.Dataset, str]:
@@ -76,9 +88,11 @@ class VerifiedSubset:
     cost_usd: float
 
 
-def verify_set(folder: str | Path, config: PerturbConfig, max_failure_rate: float = 0.5) -> VerifiedSubset:
-    """Judge and drift-check every item of the set in `folder`; write the kept subset and its manifest.
-    Raises llm.TooManyFailures (nothing written) when the judge's calls fail."""
+def verify_set(folder: str | Path, config: PerturbConfig, max_failure_rate: float = 0.5,
+               calibration: dict | None = None) -> VerifiedSubset:  # fmt: skip
+    """Judge and drift-check every item of the set in `folder`; write the kept subset and its manifest (with
+    the judge's `calibration` record, when one was measured). Raises llm.TooManyFailures (nothing written) when
+    the judge's calls fail."""
     if config.judge is None:
         raise ValueError("the recipe has no verify.judge section: verification needs a judge model")
     folder = Path(folder).resolve()
@@ -119,7 +133,8 @@ def verify_set(folder: str | Path, config: PerturbConfig, max_failure_rate: floa
         "items": len(rows), "outcomes": dict(outcomes), "judge": config.resolved()["judge"],
         "drift": config.resolved()["drift"], "api_calls": client.outcomes.as_dict(), "cost": store.cost(JUDGE_STAGE),
         "verification": {"verified": True, "kept": len(kept), "of": len(rows),
-                         "by": f"lmms-contam verify (judge {config.judge_endpoint.model} and the drift check)"},
+                         "by": f"lmms-contam verify (judge {config.judge_endpoint.model} and the drift check)",
+                         **({"calibration": calibration} if calibration else {})},
     }  # fmt: skip
     if not kept:
         earlier = " (an earlier run's subset there is left as it was)" if (out / "data.parquet").exists() else ""

@@ -24,15 +24,30 @@ class SetStatus:
     by: str
     kept: int | None = None
     of: int | None = None
+    calibration: dict | None = None  # `verify --calibrate`: the judge's measured error rates
 
     def short(self) -> str:
         if self.verified is None:
             return "unknown"
         return f"verified ({self.kept} of {self.of} kept)" if self.verified else "NOT verified"
 
+    def calibrated(self) -> str:
+        """The judge's calibration in a sentence, with the warning when it keeps too many flawed items."""
+        c = self.calibration
+        if not c:
+            return ""
+        text = (f" Its judge kept {c['keep_flawed']:.1%} of {c['flawed']} flawed and rejected "
+                f"{c['reject_good']:.1%} of {c['good']} good procedural counterfactuals (`verify --calibrate`; a "
+                "lower bound on its errors).")  # fmt: skip
+        if c.get("above_safe"):
+            text += (f" WARNING: that keep rate is above the {c['safe_keep_flawed']:.0%} up to which the "
+                     f"judge-quality study accused no clean model: {FLAWED_COUNTERFACTUALS} it kept.")  # fmt: skip
+        return text
+
     def sentence(self) -> str:
         if self.verified:
-            return f"{self.benchmark}: verified by {self.by}; {self.kept} of {self.of} items kept ({self.location})."
+            return (f"{self.benchmark}: verified by {self.by}; {self.kept} of {self.of} items kept "
+                    f"({self.location}).{self.calibrated()}")  # fmt: skip
         if self.verified is False:
             return (f"{self.benchmark}: NOT verified ({self.by}): {FLAWED_COUNTERFACTUALS}; run `lmms-contam verify "
                     f"{self.benchmark}` ({self.location}).")  # fmt: skip
@@ -69,5 +84,6 @@ def set_status(benchmark: str, scored_manifest: str | None = None) -> SetStatus:
     record = (_manifest(location) or {}).get("verification")
     if not isinstance(record, dict) or not isinstance(record.get("verified"), bool):
         return SetStatus(benchmark, location.value, None, "no verification record beside the set")
+    calibration = record.get("calibration") if isinstance(record.get("calibration"), dict) else None
     return SetStatus(benchmark, location.value, record["verified"], str(record.get("by", "")), record.get("kept"),
-                     record.get("of"))  # fmt: skip
+                     record.get("of"), calibration)  # fmt: skip
