@@ -201,6 +201,7 @@ def test_calibration_measures_a_judges_errors_on_counterfactuals_of_known_truth(
     _, ideal = _judged(data, JudgeErrors())
     assert (ideal["items"], ideal["flawed"], ideal["good"], ideal["failed"]) == (200, 100, 100, 0)
     assert ideal["reject_good"] == 0.0 and ideal["image_size"] == [32, 32]
+    assert ideal["above_safe"] is False and ideal["safe_keep_flawed"] == calibration.SAFE_KEEP_FLAWED
     kinds = {kind: tuple(map(int, counts.split("/"))) for kind, counts in ideal["kept_by_kind"].items()}
     assert all(kept == 0 for kind, (kept, _) in kinds.items() if kind != "ambiguous") and kinds["ambiguous"][1] == 25
     assert ideal["keep_flawed"] == kinds["ambiguous"][0] / 100 < 0.25

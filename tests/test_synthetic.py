@@ -202,6 +202,7 @@ def _judge_study_in_small(command: list[str], out: Path, flaw_rows: dict, weight
     clean = {key: next(r for r in c["rows"] if r["model"] == "clean")["delta"] for key, c in cells.items()}
     assert clean[(0.2, 0.0)] < clean[(0.0, 0.0)]  # kept flaws pull an innocent model's delta down
     assert "The largest keep_flawed rate at which no clean model or control is flagged" in done.stdout
+    assert (out / "judges.png").read_bytes().startswith(b"\x89PNG")
 
 
 def _row(model: str, strategy: str, degree: int, seed: int, acc: float, delta: float, p: float, verdict: str):

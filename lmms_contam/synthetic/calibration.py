@@ -29,8 +29,11 @@ from lmms_contam.synthetic.scenes import counterfactual, render
 
 PREFIX = "calibration"
 # The judge-quality study's largest safe rate of keeping flawed counterfactuals, as this calibration measures
-# it (`experiment --judge-errors`, README "How good must the verifying judge be?"): None until measured.
-SAFE_KEEP_FLAWED: float | None = None
+# it (`experiment --judge-errors`, measured 2026-12-05, README "How good must the verifying judge be?"): a judge
+# keeping 5% of flawed counterfactuals beyond the ideal reader accused no clean model or control at flaw rates
+# 0.2 and 0.4 (3 seeds, any reject_good rate); 10% did on 1 seed of 3. Calibration measures that judge at
+# 0.12-0.16 (mean 0.143; the ideal reader itself at 0.10, the halfway colours that read as the new answer).
+SAFE_KEEP_FLAWED: float | None = 0.14
 
 
 @dataclass(frozen=True)

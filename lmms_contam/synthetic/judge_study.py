@@ -99,12 +99,12 @@ class JudgeOutcome:
         return safe
 
     def safe_calibrated_keep_flawed(self) -> float | None:
-        """The safe judges' keep rate as `verify --calibrate` measures it (the most any of them kept): what a
-        user's calibration is compared with."""
+        """The largest safe judge's keep rate as `verify --calibrate` measures it (the mean over its seeds):
+        what a user's calibration is compared with."""
         safe = self.safe_keep_flawed()
         if safe is None:
             return None
-        return max(c.calibration["keep_flawed"] for c in self.cells if c.keep_flawed <= safe)
+        return _mean([c.calibration["keep_flawed"] for c in self.cells if c.keep_flawed == safe])
 
 
 def _flagged(row: Row, alpha: float) -> bool:
@@ -247,7 +247,47 @@ def run(study: JudgeStudy, out: str | Path) -> JudgeOutcome:
     }
     with atomic_path(out / "judges.json") as tmp:
         tmp.write_text(json.dumps(summary, indent=2))
+    plot(outcome, out / "judges.png")
     return outcome
+
+
+def plot(outcome: JudgeOutcome, path: Path) -> Path:
+    """Each model's mean delta against the judge's keep_flawed rate, one panel per flaw rate, one line style per
+    reject_good rate; a filled marker where every seed is flagged, hollow where some are, none where none is."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rates = sorted({c.rate for c in outcome.cells})
+    models = list(dict.fromkeys(r.model for c in outcome.cells for r in c.rows))
+    styles = dict(zip(sorted({c.reject_good for c in outcome.cells}), ("-", "--", ":", "-."), strict=False))
+    figure, axes = plt.subplots(1, len(rates), figsize=(6 * len(rates), 4.2), squeeze=False, sharey=True)
+    for axis, rate in zip(axes[0], rates, strict=True):
+        for index, model in enumerate(models):
+            colour = f"C{index}"
+            for reject, style in styles.items():
+                cells = sorted((c for c in outcome.cells if c.rate == rate and c.reject_good == reject),
+                               key=lambda c: c.keep_flawed)  # fmt: skip
+                keeps = sorted({c.keep_flawed for c in cells})
+                rows = {k: [r for c in cells if c.keep_flawed == k for r in c.rows if r.model == model] for k in keeps}
+                deltas = [_mean([r.delta for r in rows[k]]) for k in keeps]
+                axis.plot(keeps, deltas, style, color=colour, label=f"{model}, reject_good {reject:.0%}")
+                for k, delta in zip(keeps, deltas, strict=True):
+                    alpha = CLEAN_ALPHA if rows[k][0].strategy in INNOCENT else FLAG_P
+                    flagged = sum(_flagged(r, alpha) for r in rows[k])
+                    if flagged:
+                        axis.plot([k], [delta], "o", color=colour,
+                                  markerfacecolor=colour if flagged == len(rows[k]) else "white")  # fmt: skip
+        axis.axhline(0, color="grey", linewidth=0.8)
+        axis.set_title(f"{rate:.0%} of the counterfactuals flawed")
+        axis.set_xlabel("judge keeps this share of flawed counterfactuals (keep_flawed)")
+    axes[0][0].set_ylabel("delta on the judge's verified set (mean over seeds)")
+    axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    with atomic_path(path) as tmp:
+        figure.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
+    plt.close(figure)
+    return path
 
 
 def _mean(values: list[float]) -> float:
