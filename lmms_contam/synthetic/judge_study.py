@@ -126,7 +126,7 @@ def judged_subset(folder: Path, errors: JudgeErrors, recipe: PerturbConfig) -> t
     """The items this judge keeps, and its calibration (`verify --calibrate` with this judge): measured once
     and recorded in the verified subset's manifest, read back on a rerun."""
     subset = folder / VERIFIED_SUBSET / "data.parquet"
-    if not (subset.is_file() and manifest_beside(subset).is_file()):
+    if not (subset.is_file() and "calibration" in _verification(subset)):
         asked = calibration_items(CALIBRATION_ITEMS)
         truths = truths_of(folder / "data.parquet") | {
             pixel_digest(e.image): Truth(e.key, e.new_letter, e.flaw is not None) for e in asked}  # fmt: skip
@@ -134,9 +134,14 @@ def judged_subset(folder: Path, errors: JudgeErrors, recipe: PerturbConfig) -> t
             config = replace(recipe, judge_endpoint=judge.endpoint)
             measured = calibrate(config, folder / "verify-work", CALIBRATION_ITEMS, None, 0.0)
             verify_set(folder, config, 0.0, measured.as_record())
-    manifest = json.loads(manifest_beside(subset).read_text())
     kept = set(pq.read_table(subset, columns=["item_id"])["item_id"].to_pylist())
-    return kept, manifest["verification"]["calibration"]
+    return kept, _verification(subset)["calibration"]
+
+
+def _verification(subset: Path) -> dict:
+    """The verification record beside a verified subset; empty when there is none yet."""
+    manifest = manifest_beside(subset)
+    return json.loads(manifest.read_text()).get("verification", {}) if manifest.is_file() else {}
 
 
 def _restricted(entry: ModelBenchmark, kept: set[str]) -> ModelBenchmark:
