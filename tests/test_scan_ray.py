@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import threading
+import time
 
 import numpy as np
 import pandas as pd
+import psutil
 import pytest
 import ray
 from benchmark_copies import write_benchmark_copies, write_corpus_folder
@@ -86,6 +91,7 @@ def test_scan_command_with_ray_writes_what_the_in_process_scan_writes(tmp_path):
         outputs[name] = pd.read_parquet(tmp_path / name / "mmstar.matches.parquet")
     summary = json.loads((tmp_path / "ray" / "mmstar.summary.json").read_text())
     assert summary["mode"]["runner"].startswith("Ray") and summary["image_only_rate"] == 0.5
+    assert summary["mode"]["resubmitted_after_a_lost_worker"] == 0
     local, on_ray = outputs["local"], outputs["ray"]
     assert local["original_id"].tolist() == on_ray["original_id"].tolist()
     assert local["top_ids"].map(list).tolist() == on_ray["top_ids"].map(list).tolist()
@@ -118,3 +124,32 @@ def test_ray_data_embedding_writes_the_in_process_corpus(cluster, tmp_path, gpus
             assert pd.read_parquet(tmp_path / "ray" / metadata).equals(pd.read_parquet(tmp_path / "local" / metadata))
         skipped = f"skipped/skipped_{number}.jsonl"
         assert (tmp_path / "ray" / skipped).read_text() == (tmp_path / "local" / skipped).read_text()
+
+
+def _kill_first_worker_running(title: str, after_s: float, killed: list[int]) -> None:
+    """SIGKILL the first process whose title Ray set to `ray::<function>` (a worker executing it)."""
+    time.sleep(after_s)
+    for process in psutil.process_iter(["pid", "cmdline"]):
+        if title in " ".join(process.info["cmdline"] or []):
+            os.kill(process.info["pid"], signal.SIGKILL)
+            killed.append(process.info["pid"])
+            return
+
+
+def test_a_job_whose_worker_is_killed_is_submitted_again_and_recorded(cluster):
+    """A Ray worker killed mid-job: the runner submits that job again, every job's result arrives once, and the
+    loss is recorded (the scan's summary counts it)."""
+
+    def slow_product(shared: np.ndarray, job: int) -> float:  # defined here: Ray ships it by value
+        time.sleep(2.0)
+        return float(shared.sum() * job)
+
+    killed: list[int] = []
+    killer = threading.Thread(target=_kill_first_worker_running, args=("ray::slow_product", 1.0, killed))
+    killer.start()
+    before = len(cluster.resubmitted)
+    results = dict(cluster.imap(slow_product, np.ones(3), [1, 2, 3, 4]))
+    killer.join()
+    assert killed, "no worker was running the job when the killer looked"
+    assert results == {0: 3.0, 1: 6.0, 2: 9.0, 3: 12.0}
+    assert [entry["lost"] for entry in cluster.resubmitted[before:]] == ["WorkerCrashedError"]

@@ -92,7 +92,8 @@ def scan_source(source: EvalSource, corpus: str | Path, out: str | Path, embedde
         result = scan.scan_shards(vectors, [(s.name, s.vectors, s.offset) for s in shards], work, k=k,
                                   count_above=threshold, runner=runner, precision=precision, device=scan_device,
                                   inputs={"corpus_recipe": asdict(corpus_recipe)})  # fmt: skip
-        mode = {"kind": "exact streaming scan", "runner": runner.name, "precision": precision}
+        mode = {"kind": "exact streaming scan", "runner": runner.name, "precision": precision,
+                "resubmitted_after_a_lost_worker": len(runner.resubmitted)}  # fmt: skip
     else:
         result, mode = search_index(vectors, corpus, k, threshold, index)
     evidence = lookup(shards, result.ids)

@@ -9,12 +9,14 @@ storage), and lmms-contam installed in the workers' environment.
 from __future__ import annotations
 
 import socket
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
 
 class LocalRunner:
     name = "in-process"
+    resubmitted: tuple = ()  # in-process jobs are never lost to a worker
 
     def imap(self, function: Callable[[Any, Any], Any], shared: Any, jobs: list) -> Iterator[tuple[int, Any]]:
         """(job index, function(shared, job)) for each job."""
@@ -44,8 +46,13 @@ def check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
         ) from exc
 
 
+RESUBMITS = 3  # a job whose worker process or node is lost is submitted again at most this many times
+
+
 class RayRunner:
-    """Jobs as Ray tasks; `shared` (the eval matrix) goes into the object store once, not once per task."""
+    """Jobs as Ray tasks; `shared` (the eval matrix) goes into the object store once, not once per task. A job
+    whose worker or node dies is submitted again by the runner itself, not by Ray's silent retry, so each loss
+    is recorded in `resubmitted` (and the scan's summary says so)."""
 
     def __init__(self, address: str | None = None, num_cpus: int | None = None) -> None:
         import ray
@@ -57,14 +64,28 @@ class RayRunner:
             ray.init(address=address, num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
         self.ray = ray
         self.name = f"Ray ({address or 'auto'})"
+        self.resubmitted: list[dict] = []  # {"job": index, "lost": the error} per job submitted again
 
     def imap(self, function: Callable[[Any, Any], Any], shared: Any, jobs: list) -> Iterator[tuple[int, Any]]:
-        remote = self.ray.remote(function)
+        from ray.exceptions import NodeDiedError, WorkerCrashedError
+
+        remote = self.ray.remote(max_retries=0)(function)
         shared_ref = self.ray.put(shared)
         pending = {remote.remote(shared_ref, job): index for index, job in enumerate(jobs)}
+        losses: Counter = Counter()
         while pending:
             (ready,), _ = self.ray.wait(list(pending), num_returns=1)
-            yield pending.pop(ready), self.ray.get(ready)
+            index = pending.pop(ready)
+            try:
+                result = self.ray.get(ready)
+            except (WorkerCrashedError, NodeDiedError) as exc:
+                losses[index] += 1
+                if losses[index] > RESUBMITS:
+                    raise
+                self.resubmitted.append({"job": index, "lost": type(exc).__name__})
+                pending[remote.remote(shared_ref, jobs[index])] = index
+                continue
+            yield index, result
 
 
 def make_runner(ray_address: str | None) -> LocalRunner | RayRunner:
