@@ -24,7 +24,7 @@ from lmms_contam.schema import manifest_beside
 from lmms_contam.set_locations import env_var
 from lmms_contam.synthetic import benchmark, calibration, flaw_study, flaws, judge_study, reader
 from lmms_contam.synthetic.experiment import Row
-from lmms_contam.synthetic.judge_server import IdealReaderJudge, JudgeErrors, Truth, pixel_digest, truths_of, verdict
+from lmms_contam.synthetic.judge_server import IdealReaderJudge, JudgeErrors, calibration_truths, truths_of, verdict
 from lmms_contam.synthetic.scenes import KINDS, counterfactual, render
 
 IDS = [f"synthetic-{i:06d}" for i in range(4000)]
@@ -240,8 +240,7 @@ def test_verify_calibrate_records_the_judges_errors_and_the_report_warns_above_t
     to 10%), both the command and the report's sentence on the set warn."""
     folder = tmp_path / "set"
     data = flaw_study.flawed_set(folder, 60, 0.4)
-    asked = calibration.calibration_items(40)
-    truths = truths_of(data) | {pixel_digest(e.image): Truth(e.key, e.new_letter, e.flaw is not None) for e in asked}
+    truths = truths_of(data) | calibration_truths(calibration.calibration_items(40))
     monkeypatch.setattr(calibration, "SAFE_KEEP_FLAWED", 0.1)
     with IdealReaderJudge(JudgeErrors(keep_flawed=0.6), truths) as judge:
         endpoint = {"base_url": judge.base_url, "model": "synthetic-ideal-reader", "api_key_env": "NO_KEY",

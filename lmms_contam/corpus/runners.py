@@ -64,7 +64,7 @@ class RayRunner:
             ray.init(address=address, num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
         self.ray = ray
         self.name = f"Ray ({address or 'auto'})"
-        self.resubmitted: list[dict] = []  # {"job": index, "lost": the error} per job submitted again
+        self.resubmitted: list[dict] = []  # the last imap's jobs submitted again: {"job": index, "lost": error}
 
     def imap(self, function: Callable[[Any, Any], Any], shared: Any, jobs: list) -> Iterator[tuple[int, Any]]:
         from ray.exceptions import NodeDiedError, WorkerCrashedError
@@ -72,6 +72,7 @@ class RayRunner:
         remote = self.ray.remote(max_retries=0)(function)
         shared_ref = self.ray.put(shared)
         pending = {remote.remote(shared_ref, job): index for index, job in enumerate(jobs)}
+        self.resubmitted = []  # per scan: a runner serves every eval set of a `scan` command
         losses: Counter = Counter()
         while pending:
             (ready,), _ = self.ray.wait(list(pending), num_returns=1)

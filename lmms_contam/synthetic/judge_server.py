@@ -89,6 +89,12 @@ def truths_of(data: Path) -> dict[str, Truth]:
             Truth(row["item_id"], row["new_answer"], row["item_id"] in flawed) for row in table}  # fmt: skip
 
 
+def calibration_truths(items: list) -> dict[str, Truth]:
+    """The truths of `verify --calibrate`'s items (calibration.CalibrationItem), so an erring judge can be
+    calibrated too."""
+    return {pixel_digest(e.image): Truth(e.key, e.new_letter, e.flaw is not None) for e in items}
+
+
 def erring_verdict(body: dict, errors: JudgeErrors, truths: dict[str, Truth]) -> dict:
     """The ideal reader's verdict, turned by the item's draw into one of the judge's two errors."""
     ideal = verdict(body)

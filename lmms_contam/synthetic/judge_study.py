@@ -33,7 +33,7 @@ from lmms_contam.synthetic.calibration import calibrate, calibration_items
 from lmms_contam.synthetic.evaluate import PERTURBATION_TASK, evaluate
 from lmms_contam.synthetic.experiment import CLEAN_ALPHA, FLAG_P, Check, Row
 from lmms_contam.synthetic.flaw_study import DEMO_FLAWS, FULL_FLAWS, RECIPE, FlawSetup, flawed_set
-from lmms_contam.synthetic.judge_server import IdealReaderJudge, JudgeErrors, Truth, pixel_digest, truths_of
+from lmms_contam.synthetic.judge_server import IdealReaderJudge, JudgeErrors, calibration_truths, truths_of
 from lmms_contam.synthetic.models import ModelSpec, build_models, plan
 
 # Fixed before the first run, as the issue sets them.
@@ -127,9 +127,7 @@ def judged_subset(folder: Path, errors: JudgeErrors, recipe: PerturbConfig) -> t
     and recorded in the verified subset's manifest, read back on a rerun."""
     subset = folder / VERIFIED_SUBSET / "data.parquet"
     if not (subset.is_file() and "calibration" in _verification(subset)):
-        asked = calibration_items(CALIBRATION_ITEMS)
-        truths = truths_of(folder / "data.parquet") | {
-            pixel_digest(e.image): Truth(e.key, e.new_letter, e.flaw is not None) for e in asked}  # fmt: skip
+        truths = truths_of(folder / "data.parquet") | calibration_truths(calibration_items(CALIBRATION_ITEMS))
         with IdealReaderJudge(errors, truths) as judge:
             config = replace(recipe, judge_endpoint=judge.endpoint)
             measured = calibrate(config, folder / "verify-work", CALIBRATION_ITEMS, None, 0.0)
