@@ -30,8 +30,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.run(args)
     except KeyboardInterrupt:  # every output is written to a temporary name first: nothing is left looking whole
-        return stop(args.command, "interrupted; nothing unfinished was left looking complete, and a rerun of the "
-                    "same command repeats no stored work", 130)  # fmt: skip
+        return stop(
+            args.command,
+            "interrupted; nothing unfinished was left looking complete, and a rerun of the "
+            "same command repeats no stored work",
+            130,
+        )
 
 
 if __name__ == "__main__":

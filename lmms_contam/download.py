@@ -48,8 +48,13 @@ class Downloaded:
     checked: tuple[str, ...] = ()  # what the file was checked against: "size", "sha256" (the expected values)
 
     def as_dict(self) -> dict:
-        return {"url": redact_url(self.url), "file": self.path.name, "size": self.size, "sha256": self.sha256,
-                "checked": list(self.checked)}  # fmt: skip
+        return {
+            "url": redact_url(self.url),
+            "file": self.path.name,
+            "size": self.size,
+            "sha256": self.sha256,
+            "checked": list(self.checked),
+        }
 
 
 def file_sha256(path: Path) -> str:
@@ -64,13 +69,17 @@ def _refusal(response: requests.Response, url: str) -> DownloadError | None:
     """A clear error for the answers that retrying cannot mend."""
     status, url = response.status_code, redact_url(url)
     if status == 404:
-        return DownloadError(f"{url}: not found (404); check the repository, commit or release tag, or the mirror "
-                             "in LMMS_CONTAM_GITHUB_API / LMMS_CONTAM_GITHUB_RAW")  # fmt: skip
+        return DownloadError(
+            f"{url}: not found (404); check the repository, commit or release tag, or the mirror "
+            "in LMMS_CONTAM_GITHUB_API / LMMS_CONTAM_GITHUB_RAW"
+        )
     if status in (401, 403) and response.headers.get("x-ratelimit-remaining") == "0":
         reset = response.headers.get("x-ratelimit-reset")
         when = time.strftime("%H:%M UTC", time.gmtime(int(reset))) if reset and reset.isdigit() else "later"
-        return DownloadError(f"{url}: GitHub's rate limit is used up ({status}); set GITHUB_TOKEN to a token of "
-                             f"yours, or retry after {when}")  # fmt: skip
+        return DownloadError(
+            f"{url}: GitHub's rate limit is used up ({status}); set GITHUB_TOKEN to a token of "
+            f"yours, or retry after {when}"
+        )
     if status in (401, 403):
         return DownloadError(f"{url}: access refused ({status}); if GITHUB_TOKEN is set, check that it is valid")
     if 400 <= status < 500 and status not in (408, 429):
@@ -117,8 +126,9 @@ def _unreachable(exc: Exception) -> str | None:
 RETRYABLE = (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError, _Retryable)
 
 
-def _retrying(url: str, work: Callable[[], T], retries: int, backoff: float,
-              progress: Callable[[], str] = lambda: "") -> T:  # fmt: skip
+def _retrying(
+    url: str, work: Callable[[], T], retries: int, backoff: float, progress: Callable[[], str] = lambda: ""
+) -> T:
     """`work()` retried with backoff on the faults a retry may mend; an unreachable host is tried twice at most
     (an offline machine fails in seconds, not minutes). `progress` says where a rerun resumes."""
     shown = redact_url(url)
@@ -200,9 +210,17 @@ def _fetch_once(url: str, part: Path, headers: dict[str, str], stall_s: float) -
             have = 0
         total = _expected_total(response, have)
         # The bar shows once a download has taken two seconds: large files, and small ones on a slow line.
-        with open(part, "ab" if have else "wb") as handle, tqdm(
-            total=total, initial=have, unit="B", unit_scale=True, desc=part.name.removesuffix(".part"), delay=2,
-        ) as progress:  # fmt: skip
+        with (
+            open(part, "ab" if have else "wb") as handle,
+            tqdm(
+                total=total,
+                initial=have,
+                unit="B",
+                unit_scale=True,
+                desc=part.name.removesuffix(".part"),
+                delay=2,
+            ) as progress,
+        ):
             for block in _blocks(response, stall_s):
                 handle.write(block)
                 progress.update(len(block))
@@ -218,8 +236,16 @@ def _matches(path: Path, size: int | None, sha256: str | None) -> tuple[bool, st
     return sha256 is None or digest == sha256, digest
 
 
-def download(url: str, target: Path, *, headers: dict[str, str] | None = None, sha256: str | None = None,
-             size: int | None = None, retries: int = 5, backoff: float = 1.0) -> Downloaded:  # fmt: skip
+def download(
+    url: str,
+    target: Path,
+    *,
+    headers: dict[str, str] | None = None,
+    sha256: str | None = None,
+    size: int | None = None,
+    retries: int = 5,
+    backoff: float = 1.0,
+) -> Downloaded:
     """`url` into `target`, resumed where an earlier try stopped, then checked against `size` and `sha256`
     where given. A target already there is reused only when it matches both; one that does not is fetched
     again."""
@@ -228,7 +254,7 @@ def download(url: str, target: Path, *, headers: dict[str, str] | None = None, s
     if target.exists():
         right, digest = _matches(target, size, sha256)
         if right:
-            return Downloaded(url, target, target.stat().st_size, digest, checked)
+            return Downloaded(url=url, path=target, size=target.stat().st_size, sha256=digest, checked=checked)
         target.unlink()
     part = target.with_name(target.name + ".part")
     stall_s = stall_deadline()
@@ -239,18 +265,21 @@ def download(url: str, target: Path, *, headers: dict[str, str] | None = None, s
         raise DownloadError(f"{redact_url(url)}: the download stalled ({exc}){resume()}") from exc
     except OSError as exc:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):  # a full disk, a quota, a file size limit
-            raise DownloadError(f"{part}: no room to write ({exc}); free space and rerun to resume from byte "
-                                f"{part.stat().st_size}") from exc  # fmt: skip
+            raise DownloadError(
+                f"{part}: no room to write ({exc}); free space and rerun to resume from byte {part.stat().st_size}"
+            ) from exc
         raise
     right, got_sha = _matches(part, size, sha256)
     if not right:
         got_size = part.stat().st_size
         part.unlink()
-        raise DownloadError(f"{redact_url(url)}: the download does not match its checksum (size {got_size}, sha256 "
-                            f"{got_sha or 'not computed'}; expected size {size}, sha256 {sha256}); the partial file "
-                            "was removed, rerun to fetch it again")  # fmt: skip
+        raise DownloadError(
+            f"{redact_url(url)}: the download does not match its checksum (size {got_size}, sha256 "
+            f"{got_sha or 'not computed'}; expected size {size}, sha256 {sha256}); the partial file "
+            "was removed, rerun to fetch it again"
+        )
     os.replace(part, target)
-    return Downloaded(url, target, target.stat().st_size, got_sha, checked)
+    return Downloaded(url=url, path=target, size=target.stat().st_size, sha256=got_sha, checked=checked)
 
 
 def _member_problem(name: str, link: str | None, link_from_root: bool = False) -> str | None:

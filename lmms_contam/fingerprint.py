@@ -45,8 +45,7 @@ def file_identity(path: str | os.PathLike) -> dict:
     resolved = Path(path).resolve()
     stat = resolved.stat()
     sha, hashed = _content_sha256(resolved, stat.st_size)
-    return {"path": str(resolved), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": sha,
-            "hashed": hashed}  # fmt: skip
+    return {"path": str(resolved), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": sha, "hashed": hashed}
 
 
 def tree_identity(path: str | os.PathLike) -> list[dict]:
@@ -64,8 +63,9 @@ def listing_identity(root: str | os.PathLike, files: list[Path]) -> list[dict]:
     found = []
     for path in files:
         stat = path.stat()
-        found.append({"path": path.resolve().relative_to(base).as_posix(), "size": stat.st_size,
-                      "mtime_ns": stat.st_mtime_ns})  # fmt: skip
+        found.append(
+            {"path": path.resolve().relative_to(base).as_posix(), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+        )
     return found
 
 

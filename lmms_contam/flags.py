@@ -49,8 +49,10 @@ def _judged(scans: Path, benchmark: str, summary: dict, scanned: list[str]) -> d
         return None
     judge = read_json_object(summary_path)
     if judge.get("benchmark") != benchmark or judge.get("scan_recipe") != summary["recipe"]:
-        raise ScanOutputError(f"{summary_path}: made from another scan (benchmark or embedding recipe differs); "
-                              f"rerun `lmms-contam judge {scans} --benchmark {benchmark}`")  # fmt: skip
+        raise ScanOutputError(
+            f"{summary_path}: made from another scan (benchmark or embedding recipe differs); "
+            f"rerun `lmms-contam judge {scans} --benchmark {benchmark}`"
+        )
     if not math.isclose(judge.get("threshold", math.nan), summary["threshold"]):
         raise ScanOutputError(
             f"{summary_path}: judged matches above {judge.get('threshold')}, the scan's threshold is "
@@ -60,8 +62,10 @@ def _judged(scans: Path, benchmark: str, summary: dict, scanned: list[str]) -> d
         return None  # --prefilter-only: no verdicts
     if judge["judge"].get("complete") is False:
         problems = "; ".join(judge["judge"]["problems"])
-        raise ScanOutputError(f"{summary_path}: the judge's API calls failed ({problems}); rerun "
-                              f"`lmms-contam judge {scans} --benchmark {benchmark}` when it works")  # fmt: skip
+        raise ScanOutputError(
+            f"{summary_path}: the judge's API calls failed ({problems}); rerun "
+            f"`lmms-contam judge {scans} --benchmark {benchmark}` when it works"
+        )
     if not rows_path.is_file():
         raise ScanOutputError(f"{rows_path}: missing beside {summary_path}; rerun the judge")
     verdicts = {str(r.original_id): r.judge1_outcome for r in pd.read_parquet(rows_path).itertuples()}
@@ -89,17 +93,24 @@ def read_flags(scans: str | Path, benchmark: str, threshold: float, eval_ids: li
             f"{summary.get('eval_source')}; {len(eval_ids)} items here, with other ids); scan the copy you evaluate"
         )
     scanned = [str(i) for i in matches["original_id"]]
-    image_only = {i: FLAGGED if int(n) > 0 else CLEAN
-                  for i, n in zip(scanned, matches["matches_above_threshold"], strict=True)}  # fmt: skip
-    return ContaminationFlags(benchmark, threshold, str(scans), image_only,
-                              _judged(scans, benchmark, summary, scanned))  # fmt: skip
+    image_only = {
+        i: FLAGGED if int(n) > 0 else CLEAN for i, n in zip(scanned, matches["matches_above_threshold"], strict=True)
+    }
+    return ContaminationFlags(
+        benchmark=benchmark,
+        threshold=threshold,
+        scans=str(scans),
+        image_only=image_only,
+        image_text=_judged(scans, benchmark, summary, scanned),
+    )
 
 
 def subset_comparison(records: list[dict], kind: str) -> stats.SubsetComparison:
     """Flagged against clean items for one kind of flag; unscanned and unjudged items sit out."""
     sides = [r for r in records if r[kind] in (FLAGGED, CLEAN)]
-    return stats.compare_subsets([r["item_id"] for r in sides], [r["correct"] for r in sides],
-                                 [r[kind] == FLAGGED for r in sides])  # fmt: skip
+    return stats.compare_subsets(
+        [r["item_id"] for r in sides], [r["correct"] for r in sides], [r[kind] == FLAGGED for r in sides]
+    )
 
 
 def rate(records: list[dict], kind: str) -> float:

@@ -21,9 +21,15 @@ class Item:
 
     def fingerprint(self) -> dict:
         """Everything a stage computed from this item could depend on (the image by its pixels)."""
-        return {"benchmark": self.benchmark, "original_id": self.original_id, "question": self.question,
-                "options": list(self.options), "answer": self.answer, "image": image_sha256(self.image),
-                "extra": self.extra}  # fmt: skip
+        return {
+            "benchmark": self.benchmark,
+            "original_id": self.original_id,
+            "question": self.question,
+            "options": list(self.options),
+            "answer": self.answer,
+            "image": image_sha256(self.image),
+            "extra": self.extra,
+        }
 
 
 @dataclass(frozen=True)

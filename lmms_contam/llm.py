@@ -84,8 +84,12 @@ class Usage:
             self.cost_usd += result.cost_usd
 
     def as_dict(self) -> dict:
-        return {"calls": self.calls, "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
-                "cost_usd": round(self.cost_usd, 6)}  # fmt: skip
+        return {
+            "calls": self.calls,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost_usd": round(self.cost_usd, 6),
+        }
 
 
 class CallOutcomes:
@@ -115,8 +119,10 @@ class CallOutcomes:
         if not self.succeeded:
             return f"{self.stage}: every API call failed ({self.failed} item(s)); first error: {self.first_error}"
         if self.failed / attempted > max_failure_rate:
-            return (f"{self.stage}: {self.failed} of {attempted} item(s) failed, more than the allowed "
-                    f"{max_failure_rate:.0%} (--max-failure-rate); first error: {self.first_error}")  # fmt: skip
+            return (
+                f"{self.stage}: {self.failed} of {attempted} item(s) failed, more than the allowed "
+                f"{max_failure_rate:.0%} (--max-failure-rate); first error: {self.first_error}"
+            )
         return None
 
     def as_dict(self) -> dict:
@@ -229,7 +235,7 @@ class ChatClient:
             cost_usd=(
                 input_tokens * self.config.usd_per_million_input + output_tokens * self.config.usd_per_million_output
             )
-            / 1e6,  # fmt: skip
+            / 1e6,
             model=response.model or self.config.model,
         )
         self.usage.add(result)

@@ -40,12 +40,19 @@ class ContamRecord:
     def from_logged(cls, logged: object, where: str) -> ContamRecord:
         checked(logged, where, REQUIRED)
         return cls(
-            benchmark=str(logged["benchmark"]), item_id=str(logged["item_id"]), original_id=str(logged["original_id"]),
-            variant=str(logged["variant"]), correct=int(logged["correct"]), n_options=int(logged["n_options"]),
-            gold=str(logged.get("gold") or ""), stratum=str(logged.get("stratum") or ""),
-            group=str(logged.get("group") or ""), slot=str(logged.get("slot") or ""),
-            set_manifest=logged.get("set_manifest"), text_only_input=logged.get("text_only_input"),
-        )  # fmt: skip
+            benchmark=str(logged["benchmark"]),
+            item_id=str(logged["item_id"]),
+            original_id=str(logged["original_id"]),
+            variant=str(logged["variant"]),
+            correct=int(logged["correct"]),
+            n_options=int(logged["n_options"]),
+            gold=str(logged.get("gold") or ""),
+            stratum=str(logged.get("stratum") or ""),
+            group=str(logged.get("group") or ""),
+            slot=str(logged.get("slot") or ""),
+            set_manifest=logged.get("set_manifest"),
+            text_only_input=logged.get("text_only_input"),
+        )
 
 
 def checked(logged: object, where: str, required: tuple[str, ...]) -> dict:

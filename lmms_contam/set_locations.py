@@ -169,19 +169,24 @@ def provision(benchmark: str) -> None:
         if folder.exists():
             return
         downloads = home() / "downloads" / "mm-perturb"
-        logger.info(f"lmms-contam: no perturbed set for {benchmark}; fetching the paper authors' release into "
-                    f"{folder} (downloads kept in {downloads})")  # fmt: skip
+        logger.info(
+            f"lmms-contam: no perturbed set for {benchmark}; fetching the paper authors' release into "
+            f"{folder} (downloads kept in {downloads})"
+        )
         try:
-            summary = fetch_release([benchmark], {benchmark: folder}, downloads,
-                                    {benchmark: originals_source(benchmark)})[benchmark]  # fmt: skip
+            summary = fetch_release(
+                [benchmark], {benchmark: folder}, downloads, {benchmark: originals_source(benchmark)}
+            )[benchmark]
         except (DownloadError, PerturbedSetError, ValueError, OSError) as exc:
             raise PerturbedSetError(
                 f"lmms-contam: fetching the released {benchmark} set failed: {exc}. Retry with `lmms-contam fetch "
                 f"mm-perturb --benchmark {benchmark}` (downloads resume), or set {AUTO_FETCH_ENV}=0 and point "
                 f"{env_var(benchmark)} at a set"
             ) from exc
-        logger.info(f"lmms-contam: {benchmark}: {summary.kept} of {summary.rows} released rows imported into {folder} "
-                    "(not verified: see `lmms-contam verify`)")  # fmt: skip
+        logger.info(
+            f"lmms-contam: {benchmark}: {summary.kept} of {summary.rows} released rows imported into {folder} "
+            "(not verified: see `lmms-contam verify`)"
+        )
 
 
 def resolve(benchmark: str, fetch: bool = True) -> SetLocation:
@@ -200,9 +205,11 @@ def resolve(benchmark: str, fetch: bool = True) -> SetLocation:
         if not fetch:
             from lmms_contam.benchmarks.mm_perturb_release import RELEASE_PAGE
 
-            raise NotFetchedYet(f"not here yet: the tasks fetch the paper authors' release ({RELEASE_PAGE}) into "
-                                f"{folder} on first use; `lmms-contam fetch mm-perturb --benchmark {benchmark}` "
-                                "fetches it now")  # fmt: skip
+            raise NotFetchedYet(
+                f"not here yet: the tasks fetch the paper authors' release ({RELEASE_PAGE}) into "
+                f"{folder} on first use; `lmms-contam fetch mm-perturb --benchmark {benchmark}` "
+                "fetches it now"
+            )
         provision(benchmark)
     if folder.exists():
         return _classify(str(folder), f"default folder {folder}")
@@ -215,8 +222,10 @@ def resolve(benchmark: str, fetch: bool = True) -> SetLocation:
             f"--benchmark {benchmark}` (done automatically unless {AUTO_FETCH_ENV}=0 or HF_HUB_OFFLINE=1), or point"
         )
     elif benchmark in PERTURB_FROM_HUB:
-        build = (f"No released set exists for {benchmark}: build one with `lmms-contam perturb {benchmark} --config "
-                 "configs/perturb/paper.yaml --out DIR`, then point")  # fmt: skip
+        build = (
+            f"No released set exists for {benchmark}: build one with `lmms-contam perturb {benchmark} --config "
+            "configs/perturb/paper.yaml --out DIR`, then point"
+        )
     else:
         build = "Point"
     raise PerturbedSetNotFound(

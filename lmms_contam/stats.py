@@ -93,9 +93,11 @@ def delta_interval(right_to_wrong, wrong_to_right, pairs, weight, confidence: fl
 
 
 def paired_delta_ci(
-    original: Sequence[float], perturbed: Sequence[float], strata: Sequence[str] | None = None,
+    original: Sequence[float],
+    perturbed: Sequence[float],
+    strata: Sequence[str] | None = None,
     confidence: float = 0.95,
-) -> tuple[float, float]:  # fmt: skip
+) -> tuple[float, float]:
     """CI of accuracy(perturbed) - accuracy(original) over 0/1 pairs, macro-averaged over strata as the
     benchmark averages them. Strata of one pair have no variance of their own: they are pooled for it."""
     a, b = np.asarray(original, dtype=int), np.asarray(perturbed, dtype=int)
@@ -184,8 +186,9 @@ def group_accuracies(correct_by_group: dict[str, dict[str, int]]) -> dict[str, f
     return scores
 
 
-def accuracy_ci(correct: Sequence[int], strata: Sequence[str] | None = None, confidence: float = 0.95
-                ) -> tuple[float, float]:  # fmt: skip
+def accuracy_ci(
+    correct: Sequence[int], strata: Sequence[str] | None = None, confidence: float = 0.95
+) -> tuple[float, float]:
     """CI of one side's accuracy: the paired interval against a side that is never right."""
     return paired_delta_ci(np.zeros(len(correct), dtype=int), correct, strata, confidence)
 
@@ -236,7 +239,16 @@ def compare_subsets(
     acc_flagged = hits_flagged / n_flagged if n_flagged else nan
     acc_clean = hits_clean / n_clean if n_clean else nan
     if not (n_flagged and n_clean):
-        return SubsetComparison(n_flagged, n_clean, acc_flagged, acc_clean, nan, nan, nan, nan)
+        return SubsetComparison(
+            n_flagged=n_flagged,
+            n_clean=n_clean,
+            acc_flagged=acc_flagged,
+            acc_clean=acc_clean,
+            gap=nan,
+            ci_low=nan,
+            ci_high=nan,
+            p_value=nan,
+        )
     rng = np.random.default_rng(stable_seed("subset-bootstrap", *sorted(map(str, item_ids))))
     gaps = rng.binomial(n_flagged, acc_flagged, n_resamples) / n_flagged
     gaps -= rng.binomial(n_clean, acc_clean, n_resamples) / n_clean
@@ -244,8 +256,16 @@ def compare_subsets(
     low, high = np.percentile(gaps, [tail, 100.0 - tail])
     table = [[hits_flagged, n_flagged - hits_flagged], [hits_clean, n_clean - hits_clean]]
     p_value = float(fisher_exact(table).pvalue)
-    return SubsetComparison(n_flagged, n_clean, acc_flagged, acc_clean, acc_flagged - acc_clean, float(low),
-                            float(high), p_value)  # fmt: skip
+    return SubsetComparison(
+        n_flagged=n_flagged,
+        n_clean=n_clean,
+        acc_flagged=acc_flagged,
+        acc_clean=acc_clean,
+        gap=acc_flagged - acc_clean,
+        ci_low=float(low),
+        ci_high=float(high),
+        p_value=p_value,
+    )
 
 
 def holm_adjust(p_values: Sequence[float]) -> list[float]:

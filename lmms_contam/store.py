@@ -60,6 +60,9 @@ class StageStore:
         """Calls, tokens and dollars of every API answer stored for `stage`, this run's and earlier runs'."""
         folder = self.root / stage
         records = [json.loads(p.read_text()) for p in folder.glob("*.json")] if folder.exists() else []
-        return {"calls": len(records), "input_tokens": sum(r["input_tokens"] for r in records),
-                "output_tokens": sum(r["output_tokens"] for r in records),
-                "usd": round(sum(r["cost_usd"] for r in records), 6)}  # fmt: skip
+        return {
+            "calls": len(records),
+            "input_tokens": sum(r["input_tokens"] for r in records),
+            "output_tokens": sum(r["output_tokens"] for r in records),
+            "usd": round(sum(r["cost_usd"] for r in records), 6),
+        }

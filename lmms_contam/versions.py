@@ -56,7 +56,10 @@ def item_versions(benchmark: str, family: str, row: dict, rotate_all: bool = Fal
         orders = {f"rotation{r}": order for r, order in enumerate(rotations(n))}
     elif family == OPTION_SHUFFLE:
         orders = {"original_order": tuple(range(n)), "shuffled": gold_moving_shuffle(row["item_id"], n, gold)}
-    return [Version(variant, gold_letter(order, gold), ORIGINAL_IMAGE, order) for variant, order in orders.items()]
+    return [
+        Version(variant=variant, gold=gold_letter(order, gold), image=ORIGINAL_IMAGE, order=order)
+        for variant, order in orders.items()
+    ]
 
 
 def _original(row: dict) -> Version:

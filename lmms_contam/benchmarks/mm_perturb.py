@@ -75,8 +75,9 @@ def read_tsv(path: str | Path) -> pd.DataFrame:
     first_row: dict[str, int] = {}
     for row, index in enumerate(table["index"], 1):  # " 3" and "3" are one index: the importer strips both
         if index.strip() in first_row:
-            raise PerturbedSetError(f"{path}: data row {row} repeats index {index.strip()!r} of data row "
-                                    f"{first_row[index.strip()]}")  # fmt: skip
+            raise PerturbedSetError(
+                f"{path}: data row {row} repeats index {index.strip()!r} of data row {first_row[index.strip()]}"
+            )
         first_row[index.strip()] = row
     return table
 
@@ -223,7 +224,7 @@ def import_release(
             "kept": summary.kept,
             "of": summary.rows,
             "by": f"the keep-list {Path(keep).name}" if keep else "none: the authors' release is unfiltered",
-        },  # fmt: skip
+        },
     }
     with atomic_path(manifest_beside(target)) as tmp:
         tmp.write_text(json.dumps(manifest, indent=2) + "\n")

@@ -86,8 +86,12 @@ def _asset(entry: dict, listing: str) -> Asset:
     if isinstance(size, bool) or not isinstance(size, int) or size < 0:
         raise DownloadError(f"{listing}: asset {name!r} has no size (got {size!r})")
     digest = str(entry.get("digest") or "")
-    return Asset(PurePosixPath(str(name)).name, url, size,
-                 digest.removeprefix("sha256:") if digest.startswith("sha256:") else None)  # fmt: skip
+    return Asset(
+        name=PurePosixPath(str(name)).name,
+        url=url,
+        size=size,
+        sha256=digest.removeprefix("sha256:") if digest.startswith("sha256:") else None,
+    )
 
 
 def release_assets() -> list[Asset]:
@@ -97,8 +101,9 @@ def release_assets() -> list[Asset]:
     assets = listing.get("assets") if isinstance(listing, dict) else None
     if not isinstance(assets, list):
         raise DownloadError(f"{url}: not a release listing (no 'assets')")
-    archives = [_asset(a, url) for a in assets if isinstance(a, dict) and str(a.get("name", "")).endswith(
-        ARCHIVE_SUFFIXES)]  # fmt: skip
+    archives = [
+        _asset(a, url) for a in assets if isinstance(a, dict) and str(a.get("name", "")).endswith(ARCHIVE_SUFFIXES)
+    ]
     if not archives:
         names = ", ".join(str(a.get("name")) for a in assets if isinstance(a, dict)) or "none"
         raise DownloadError(f"{url}: release {TAG} has no image archive (assets: {names})")
@@ -112,8 +117,13 @@ def fetch_images(downloads: Path) -> tuple[list[Downloaded], list[Path]]:
     `downloads/images` (MMStar.part1.zip and MMStar.part2.zip never share one)."""
     fetched, unpacked = [], []
     for asset in release_assets():
-        archive = download(asset.url, downloads / asset.name, headers=_headers(asset.url, "application/octet-stream"),
-                           size=asset.size, sha256=asset.sha256)  # fmt: skip
+        archive = download(
+            asset.url,
+            downloads / asset.name,
+            headers=_headers(asset.url, "application/octet-stream"),
+            size=asset.size,
+            sha256=asset.sha256,
+        )
         fetched.append(archive)
         target = downloads / "images" / asset.name
         marker = target.with_name(f".{target.name}.sha256")
@@ -133,13 +143,16 @@ def image_roots(unpacked: list[Path], tsv: Path) -> list[Path]:
     found = sorted({p.parent for root in unpacked for folder in folders for p in root.rglob(folder) if p.is_dir()})
     if not found:
         listed = ", ".join(sorted(folders)) or "none"
-        raise DownloadError(f"{', '.join(map(str, unpacked))}: the release's archives hold none of the folders "
-                            f"{tsv.name} points into ({listed})")  # fmt: skip
+        raise DownloadError(
+            f"{', '.join(map(str, unpacked))}: the release's archives hold none of the folders "
+            f"{tsv.name} points into ({listed})"
+        )
     return found
 
 
-def fetch_release(benchmarks: Iterable[str], sets: dict[str, Path], downloads: Path,
-                  originals: dict[str, str | None]) -> dict[str, mm_perturb.ImportSummary]:  # fmt: skip
+def fetch_release(
+    benchmarks: Iterable[str], sets: dict[str, Path], downloads: Path, originals: dict[str, str | None]
+) -> dict[str, mm_perturb.ImportSummary]:
     """Download, check and import each benchmark's set into `sets[benchmark]`; a `fetch.json` beside each
     set records what was downloaded (URLs, sizes, SHA-256) and from which commit and release."""
     benchmarks = list(benchmarks)
@@ -149,11 +162,18 @@ def fetch_release(benchmarks: Iterable[str], sets: dict[str, Path], downloads: P
     for benchmark in benchmarks:
         items = loaders.items(benchmark, loaders.load_rows(benchmark, originals.get(benchmark)))
         images = image_roots(unpacked, tsvs[benchmark].path)
-        summaries[benchmark] = mm_perturb.import_release(benchmark, tsvs[benchmark].path, images, items,
-                                                         sets[benchmark])  # fmt: skip
-        record = {"repository": REPOSITORY, "commit": COMMIT, "release": TAG, "tsv": tsvs[benchmark].as_dict(),
-                  "archives": [a.as_dict() for a in archives], "originals": originals.get(benchmark) or "hub",
-                  "verified": False}  # fmt: skip
+        summaries[benchmark] = mm_perturb.import_release(
+            benchmark, tsvs[benchmark].path, images, items, sets[benchmark]
+        )
+        record = {
+            "repository": REPOSITORY,
+            "commit": COMMIT,
+            "release": TAG,
+            "tsv": tsvs[benchmark].as_dict(),
+            "archives": [a.as_dict() for a in archives],
+            "originals": originals.get(benchmark) or "hub",
+            "verified": False,
+        }
         with atomic_path(Path(sets[benchmark]) / "fetch.json") as tmp:
             tmp.write_text(json.dumps(record, indent=2) + "\n")
     return summaries

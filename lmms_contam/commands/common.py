@@ -34,9 +34,14 @@ def hub_repo_id(value: str) -> str:
 
 
 def add_failure_rate_argument(command: argparse.ArgumentParser) -> None:
-    command.add_argument("--max-failure-rate", type=rate, default=0.5, metavar="SHARE",
-                         help="exit 1 (counts kept, no result claimed) when a stage's API calls fail for more than "
-                         "this share of its items, or for all of them (default 0.5)")  # fmt: skip
+    command.add_argument(
+        "--max-failure-rate",
+        type=rate,
+        default=0.5,
+        metavar="SHARE",
+        help="exit 1 (counts kept, no result claimed) when a stage's API calls fail for more than "
+        "this share of its items, or for all of them (default 0.5)",
+    )
 
 
 def stop(command: str, problem: object, code: int = 2) -> int:

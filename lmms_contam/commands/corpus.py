@@ -19,10 +19,13 @@ def _benchmark_list(text: str) -> list[str]:
 
 def add_embedder_arguments(command: argparse.ArgumentParser, default: str = "clip-vit-l-14") -> None:
     """How images become vectors; `scan` and `embed-corpus` must agree (their recipes are compared)."""
-    command.add_argument("--embedder", default=default,
-                         help="a named embedder (`lmms-contam embedders` lists them; clip-vit-l-14 is the paper's), "
-                         "an embedder config file (.yaml), open_clip:MODEL/PRETRAINED or hf_clip:MODEL_ID_OR_FOLDER; "
-                         f"default {default}")  # fmt: skip
+    command.add_argument(
+        "--embedder",
+        default=default,
+        help="a named embedder (`lmms-contam embedders` lists them; clip-vit-l-14 is the paper's), "
+        "an embedder config file (.yaml), open_clip:MODEL/PRETRAINED or hf_clip:MODEL_ID_OR_FOLDER; "
+        f"default {default}",
+    )
     command.add_argument("--device", default="cpu", help="torch device for the embedder")
 
 
@@ -50,10 +53,17 @@ def _embed_corpus(args: argparse.Namespace) -> int:
         if args.ray:
             from lmms_contam.corpus.ray_embed import RayDataEmbedding
 
-            engine = RayDataEmbedding(config, embedder.preparer, args.device, args.actors,
-                                      args.gpus_per_actor, batch_size=embedder.batch_size)  # fmt: skip
-        summary = embed_corpus(args.source, args.out, embedder, shard_size=args.shard_size,
-                               image_column=args.image_column, engine=engine)  # fmt: skip
+            engine = RayDataEmbedding(
+                config=config,
+                preparer=embedder.preparer,
+                device=args.device,
+                actors=args.actors,
+                gpus=args.gpus_per_actor,
+                batch_size=embedder.batch_size,
+            )
+        summary = embed_corpus(
+            args.source, args.out, embedder, shard_size=args.shard_size, image_column=args.image_column, engine=engine
+        )
     except (ValueError, FileNotFoundError) as exc:
         return stop("embed-corpus", exc)
     print(
@@ -85,8 +95,14 @@ def _scan(args: argparse.Namespace) -> int:
         return stop("scan", "--originals is a local copy of one benchmark; give exactly one --eval")
     try:
         runner = make_runner(args.ray)  # first: an unreachable cluster fails in seconds, before any model loads
-        sources = eval_sources({b: originals_source(b, args.originals) for b in args.eval or []}, args.eval_folder,
-                               args.eval_dataset, args.split, args.image_column, args.id_column)  # fmt: skip
+        sources = eval_sources(
+            {b: originals_source(b, args.originals) for b in args.eval or []},
+            args.eval_folder,
+            args.eval_dataset,
+            args.split,
+            args.image_column,
+            args.id_column,
+        )
         config = embedder_config(args.embedder)
         embedder = config.build(args.device)
         threshold = config.threshold if args.threshold is None else args.threshold
@@ -96,12 +112,23 @@ def _scan(args: argparse.Namespace) -> int:
 
             index = IndexSettings(args.index or None, args.candidates, args.nprobe)
         for source in sources:
-            summary = scan_source(source, args.corpus, args.out, embedder, threshold, k=args.k,
-                                  runner=runner, index=index, precision=args.precision,
-                                  scan_device=args.scan_device)  # fmt: skip
-            print(f"{source.name}: image-only contamination rate {summary.image_only_rate:.3f} "
-                  f"(similarity > {summary.threshold}, {summary.images} images, "
-                  f"{summary.corpus_rows} corpus rows)")  # fmt: skip
+            summary = scan_source(
+                source,
+                args.corpus,
+                args.out,
+                embedder,
+                threshold,
+                k=args.k,
+                runner=runner,
+                index=index,
+                precision=args.precision,
+                scan_device=args.scan_device,
+            )
+            print(
+                f"{source.name}: image-only contamination rate {summary.image_only_rate:.3f} "
+                f"(similarity > {summary.threshold}, {summary.images} images, "
+                f"{summary.corpus_rows} corpus rows)"
+            )
     except (ValueError, FileNotFoundError) as exc:
         return stop("scan", exc)
     return 0
@@ -142,9 +169,14 @@ def register(commands: argparse._SubParsersAction) -> None:
     add_embedder_arguments(corpus)
     corpus.add_argument("--shard-size", type=int, default=100_000, help="source images per shard (default 100000)")
     corpus.add_argument("--image-column", default="image", help="parquet column holding the images (default image)")
-    corpus.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
-                        help="embed with Ray Data on a pool of embedder actors: alone, on Ray's default cluster; "
-                        "or on the cluster at ADDRESS (refused within 10 s when nothing answers there)")  # fmt: skip
+    corpus.add_argument(
+        "--ray",
+        nargs="?",
+        const="auto",
+        metavar="ADDRESS",
+        help="embed with Ray Data on a pool of embedder actors: alone, on Ray's default cluster; "
+        "or on the cluster at ADDRESS (refused within 10 s when nothing answers there)",
+    )
     corpus.add_argument("--actors", type=at_least(1), default=1, help="embedder actors with --ray (default 1)")
     corpus.add_argument("--gpus-per-actor", type=float, default=0.0, help="GPUs per actor with --ray (default 0)")
     corpus.set_defaults(run=_embed_corpus)
@@ -166,8 +198,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         "and index.json (factory, recipe, shards); `scan --index` refuses an index of another corpus state.",
     )
     index.add_argument("corpus", help="an embedded corpus folder (clip-retrieval layout with recipe.json)")
-    index.add_argument("--factory", default="IVF1024,Flat",
-                       help="faiss index_factory string (e.g. IVF4096,PQ64 or HNSW32)")  # fmt: skip
+    index.add_argument(
+        "--factory", default="IVF1024,Flat", help="faiss index_factory string (e.g. IVF4096,PQ64 or HNSW32)"
+    )
     index.add_argument("--out", help="index folder (default <corpus>/index)")
     index.set_defaults(run=_index_corpus)
 
@@ -181,21 +214,33 @@ def register(commands: argparse._SubParsersAction) -> None:
         "made; the embedder must match it.",
     )
     scan.add_argument("--eval", type=_benchmark_list, help=f"comma-separated benchmarks among {','.join(SCANNABLE)}")
-    scan.add_argument("--eval-folder", action="append", default=[], metavar="FOLDER",
-                      help="also scan every image under FOLDER (ids: relative paths; output named after the "
-                      "folder); repeatable")  # fmt: skip
-    scan.add_argument("--eval-dataset", action="append", default=[], metavar="DATASET",
-                      help="also scan a dataset's image column: a hub id, parquet file/folder or save_to_disk "
-                      "folder (see --split, --image-column, --id-column); repeatable")  # fmt: skip
+    scan.add_argument(
+        "--eval-folder",
+        action="append",
+        default=[],
+        metavar="FOLDER",
+        help="also scan every image under FOLDER (ids: relative paths; output named after the folder); repeatable",
+    )
+    scan.add_argument(
+        "--eval-dataset",
+        action="append",
+        default=[],
+        metavar="DATASET",
+        help="also scan a dataset's image column: a hub id, parquet file/folder or save_to_disk "
+        "folder (see --split, --image-column, --id-column); repeatable",
+    )
     scan.add_argument("--split", default="test", help="split of --eval-dataset (default test)")
     scan.add_argument("--image-column", default="image", help="image column of --eval-dataset (default image)")
     scan.add_argument("--id-column", help="id column of --eval-dataset (default: the row number)")
     scan.add_argument("--corpus", required=True, help="folder with img_emb/img_emb_N.npy, metadata/, recipe.json")
     scan.add_argument("--out", required=True, help="output folder")
     add_embedder_arguments(scan)
-    scan.add_argument("--threshold", type=float,
-                      help="similarity above which an image counts as contaminated (default: the embedder's own, "
-                      "0.9 for CLIP as in the paper; `lmms-contam embedders` lists them)")  # fmt: skip
+    scan.add_argument(
+        "--threshold",
+        type=float,
+        help="similarity above which an image counts as contaminated (default: the embedder's own, "
+        "0.9 for CLIP as in the paper; `lmms-contam embedders` lists them)",
+    )
     scan.add_argument("--k", type=at_least(1), default=10, help="matches kept per eval image (default 10)")
     scan.add_argument("--originals", help=f"a local copy of the benchmark {ORIGINALS_DEFAULT}")
     scan.add_argument(
@@ -207,18 +252,28 @@ def register(commands: argparse._SubParsersAction) -> None:
         "local one, else a new local one); or on the cluster at ADDRESS (e.g. ray://head:10001; refused within "
         "10 s when nothing answers there). Shard files must be readable at the same paths on every node",
     )
-    scan.add_argument("--index", nargs="?", const="", metavar="FOLDER",
-                      help="search the corpus's faiss index (default <corpus>/index, from `index-corpus`) instead "
-                      "of the exact scan; its candidates are re-scored exactly, but a match it never proposes is "
-                      "missed, and matches above the threshold are counted among the candidates only")  # fmt: skip
-    scan.add_argument("--candidates", type=at_least(1), default=100,
-                      help="rows the index proposes per eval image (default 100)")  # fmt: skip
+    scan.add_argument(
+        "--index",
+        nargs="?",
+        const="",
+        metavar="FOLDER",
+        help="search the corpus's faiss index (default <corpus>/index, from `index-corpus`) instead "
+        "of the exact scan; its candidates are re-scored exactly, but a match it never proposes is "
+        "missed, and matches above the threshold are counted among the candidates only",
+    )
+    scan.add_argument(
+        "--candidates", type=at_least(1), default=100, help="rows the index proposes per eval image (default 100)"
+    )
     scan.add_argument("--nprobe", type=at_least(1), default=32, help="IVF lists searched (default 32)")
-    scan.add_argument("--precision", choices=["auto", *PRECISIONS], default="auto",
-                      help="precision of the scan's matrix products: int8 is a CPU's fast path (oneDNN), "
-                      "float16/bfloat16 a GPU's; every entry that could enter the top-k or cross the threshold is "
-                      "recomputed exactly, so every mode gives the same results (default auto: int8 on a CPU "
-                      "where torch has oneDNN, else float32; float16 with --scan-device)")  # fmt: skip
+    scan.add_argument(
+        "--precision",
+        choices=["auto", *PRECISIONS],
+        default="auto",
+        help="precision of the scan's matrix products: int8 is a CPU's fast path (oneDNN), "
+        "float16/bfloat16 a GPU's; every entry that could enter the top-k or cross the threshold is "
+        "recomputed exactly, so every mode gives the same results (default auto: int8 on a CPU "
+        "where torch has oneDNN, else float32; float16 with --scan-device)",
+    )
     scan.add_argument("--scan-device", default="cpu", help="torch device for float16/bfloat16 products (e.g. cuda)")
     scan.set_defaults(run=_scan)
 
@@ -236,8 +291,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     bench.add_argument("--shards", type=at_least(1), default=4, help="corpus shards (default 4)")
     bench.add_argument("--k", type=at_least(1), default=10, help="top-k (default 10)")
     bench.add_argument("--images", type=at_least(2), default=64, help="images for the embedding figures")
-    bench.add_argument("--dtype", choices=["float16", "float32"], default="float16",
-                       help="how the corpus shards are stored (default float16, as LAION's dumps)")  # fmt: skip
+    bench.add_argument(
+        "--dtype",
+        choices=["float16", "float32"],
+        default="float16",
+        help="how the corpus shards are stored (default float16, as LAION's dumps)",
+    )
     bench.add_argument("--json", help="also write the figures as JSON here")
     add_embedder_arguments(bench, default="efficientnet-lite0")
     bench.set_defaults(run=_bench_scan)

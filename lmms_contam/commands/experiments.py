@@ -50,8 +50,10 @@ def _experiment(args: argparse.Namespace) -> int:
     except (EvaluationError, ValueError) as exc:  # SetupMismatch is a ValueError
         return stop(args.command, exc)
     print(text)
-    print(f"\n{sum(c.passed for c in outcome.checks)}/{len(outcome.checks)} checks passed "
-          f"in {outcome.seconds / 60:.1f} min")  # fmt: skip
+    print(
+        f"\n{sum(c.passed for c in outcome.checks)}/{len(outcome.checks)} checks passed "
+        f"in {outcome.seconds / 60:.1f} min"
+    )
     print(written)
     return 0 if outcome.passed else 1
 
@@ -69,17 +71,27 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     demo.add_argument("--out", default="lmms-contam-demo", help="working folder (default ./lmms-contam-demo)")
     demo.add_argument("--items", type=at_least(100), help="test items (default 500; fewer make the verdicts noisy)")
-    demo.add_argument("--host", choices=HOSTS, default="lmms-eval",
-                      help="the harness that evaluates the models: lmms-eval's llava_hf loader (default), or "
-                      "VLMEvalKit's API model asking them served on 127.0.0.1 (models trained on its prompt, under "
-                      "OUT/vlmevalkit)")  # fmt: skip
-    demo.add_argument("--flaws", action="store_true",
-                      help="the flaw study in small instead: flaw rates 0 and 0.4, each set before and after "
-                      "`lmms-contam verify` (the same models; a few minutes more)")  # fmt: skip
-    demo.add_argument("--judge-errors", action="store_true",
-                      help="how good the verifying judge must be, in small: at flaw rate 0.4, judges that keep "
-                      "flawed counterfactuals (0 or 20%%) and reject good ones (0 or 30%%) each verify the set, "
-                      "and each model's verdict is read on the items each kept")  # fmt: skip
+    demo.add_argument(
+        "--host",
+        choices=HOSTS,
+        default="lmms-eval",
+        help="the harness that evaluates the models: lmms-eval's llava_hf loader (default), or "
+        "VLMEvalKit's API model asking them served on 127.0.0.1 (models trained on its prompt, under "
+        "OUT/vlmevalkit)",
+    )
+    demo.add_argument(
+        "--flaws",
+        action="store_true",
+        help="the flaw study in small instead: flaw rates 0 and 0.4, each set before and after "
+        "`lmms-contam verify` (the same models; a few minutes more)",
+    )
+    demo.add_argument(
+        "--judge-errors",
+        action="store_true",
+        help="how good the verifying judge must be, in small: at flaw rate 0.4, judges that keep "
+        "flawed counterfactuals (0 or 20%%) and reject good ones (0 or 30%%) each verify the set, "
+        "and each model's verdict is read on the items each kept",
+    )
     demo.set_defaults(run=_experiment)
 
     full = commands.add_parser(
@@ -92,17 +104,24 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     full.add_argument("--out", default="lmms-contam-experiment", help="working folder")
     full.add_argument("--seeds", help="comma-separated seeds (default 0,1,2)")
-    full.add_argument("--host", choices=HOSTS, default="lmms-eval",
-                      help="the harness that evaluates the models (as for demo)")  # fmt: skip
-    full.add_argument("--flaws", action="store_true",
-                      help="the flaw study instead: how many flawed counterfactuals make a clean model look "
-                      "contaminated, and whether `lmms-contam verify` prevents it. Flaw rates 0, 0.1, 0.2 and 0.4; "
-                      "the clean, control and 30-epoch models of every seed, each evaluated by lmms-eval on every "
-                      "set before and after verification; writes flaws.json")  # fmt: skip
-    full.add_argument("--judge-errors", action="store_true",
-                      help="the judge-quality study: at flaw rates 0.2 and 0.4, judges keeping flawed "
-                      "counterfactuals at 0, 5, 10, 20 or 40%% and rejecting good ones at 0, 10 or 30%%, each "
-                      "verifying through `verify`'s own code; every model of every seed read on each judge's kept "
-                      "items (one lmms-eval run per model and flaw rate, restricted; one direct run checks that); "
-                      "writes judges.json")  # fmt: skip
+    full.add_argument(
+        "--host", choices=HOSTS, default="lmms-eval", help="the harness that evaluates the models (as for demo)"
+    )
+    full.add_argument(
+        "--flaws",
+        action="store_true",
+        help="the flaw study instead: how many flawed counterfactuals make a clean model look "
+        "contaminated, and whether `lmms-contam verify` prevents it. Flaw rates 0, 0.1, 0.2 and 0.4; "
+        "the clean, control and 30-epoch models of every seed, each evaluated by lmms-eval on every "
+        "set before and after verification; writes flaws.json",
+    )
+    full.add_argument(
+        "--judge-errors",
+        action="store_true",
+        help="the judge-quality study: at flaw rates 0.2 and 0.4, judges keeping flawed "
+        "counterfactuals at 0, 5, 10, 20 or 40%% and rejecting good ones at 0, 10 or 30%%, each "
+        "verifying through `verify`'s own code; every model of every seed read on each judge's kept "
+        "items (one lmms-eval run per model and flaw rate, restricted; one direct run checks that); "
+        "writes judges.json",
+    )
     full.set_defaults(run=_experiment)

@@ -19,34 +19,52 @@ def _judge(args: argparse.Namespace) -> int:
     try:
         endpoint = second = settings = None
         if not args.prefilter_only:
-            endpoint = EndpointConfig(model=args.model, base_url=args.base_url, api_key_env=args.api_key_env,
-                                      concurrency=args.concurrency)  # fmt: skip
-            settings = CaptionJudgeSettings.from_file(args.template or DEFAULT_TEMPLATE,
-                                                      structured_output=args.structured_output)  # fmt: skip
+            endpoint = EndpointConfig(
+                model=args.model, base_url=args.base_url, api_key_env=args.api_key_env, concurrency=args.concurrency
+            )
+            settings = CaptionJudgeSettings.from_file(
+                args.template or DEFAULT_TEMPLATE, structured_output=args.structured_output
+            )
             second = second_judge(endpoint, args.second_model, args.judge_twice)
         summary = judge_benchmark(
-            args.scans, args.benchmark, originals=originals_source(args.benchmark, args.originals), endpoint=endpoint,
-            settings=settings, second=second, threshold=args.threshold, top_k=args.top_k,
+            args.scans,
+            args.benchmark,
+            originals=originals_source(args.benchmark, args.originals),
+            endpoint=endpoint,
+            settings=settings,
+            second=second,
+            threshold=args.threshold,
+            top_k=args.top_k,
             max_failure_rate=args.max_failure_rate,
-        )  # fmt: skip
+        )
     except (JudgeInputError, ValueError, FileNotFoundError) as exc:
         return stop("judge", exc)
     except TooManyFailures as exc:
-        return stop("judge", f"the judge's calls failed, no image-text rate: {exc}. Counts in "
-                    f"{Path(args.scans) / (args.benchmark + '.judge.json')}; rerun once the endpoint works (verdicts "
-                    "already made are not asked again)", 1)  # fmt: skip
-    print(f"{args.benchmark}: {summary.matched_with_captions} of {summary.samples} samples have captioned matches "
-          f"above {summary.threshold}; n-gram pre-filter rate {summary.prefilter_rate:.3f}")  # fmt: skip
+        return stop(
+            "judge",
+            f"the judge's calls failed, no image-text rate: {exc}. Counts in "
+            f"{Path(args.scans) / (args.benchmark + '.judge.json')}; rerun once the endpoint works (verdicts "
+            "already made are not asked again)",
+            1,
+        )
+    print(
+        f"{args.benchmark}: {summary.matched_with_captions} of {summary.samples} samples have captioned matches "
+        f"above {summary.threshold}; n-gram pre-filter rate {summary.prefilter_rate:.3f}"
+    )
     if summary.matched_without_captions:
         print(f"  notice: {summary.matched_without_captions} matched sample(s) have only empty captions")
     if summary.captions_truncated:
-        print(f"  notice: {summary.captions_truncated} caption(s) longer than {MAX_CAPTION_CHARS} characters "
-              "were cut to that length")  # fmt: skip
+        print(
+            f"  notice: {summary.captions_truncated} caption(s) longer than {MAX_CAPTION_CHARS} characters "
+            "were cut to that length"
+        )
     if judged := summary.judge:
         counts = judged.counts
-        print(f"{args.benchmark}: image-text contamination rate {judged.image_text_rate:.3f} "
-              f"({counts.get('answerable', 0)} answerable, {counts.get('not answerable', 0)} not, "
-              f"{counts.get('unjudged', 0)} unjudged: up to {judged.image_text_rate_upper:.3f})")  # fmt: skip
+        print(
+            f"{args.benchmark}: image-text contamination rate {judged.image_text_rate:.3f} "
+            f"({counts.get('answerable', 0)} answerable, {counts.get('not answerable', 0)} not, "
+            f"{counts.get('unjudged', 0)} unjudged: up to {judged.image_text_rate_upper:.3f})"
+        )
         if agreement := judged.agreement:
             print(f"  agreement with {agreement.second}: {agreement.agree} of {agreement.judged_by_both}")
         for usage in judged.usage:
@@ -72,8 +90,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     judge.add_argument("--base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL, else OpenAI)")
     judge.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the key")
     judge.add_argument("--template", help="prompt template (default configs/judge/caption_judge.txt)")
-    judge.add_argument("--structured-output", action=argparse.BooleanOptionalAction, default=True,
-                       help="ask for JSON-schema output (turn off for servers without it)")  # fmt: skip
+    judge.add_argument(
+        "--structured-output",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="ask for JSON-schema output (turn off for servers without it)",
+    )
     judge.add_argument("--threshold", type=float, help="similarity above which a match counts (default: the scan's)")
     judge.add_argument("--top-k", type=int, help="captions per sample at most (default: the scan's k)")
     judge.add_argument("--concurrency", type=int, default=8, help="requests in flight (default 8)")

@@ -34,13 +34,23 @@ def _perturb(args: argparse.Namespace) -> int:
         config = PerturbConfig.from_yaml(args.config)
         originals = originals_source(args.benchmark, args.originals)
         items = loaders.items(args.benchmark, loaders.load_rows(args.benchmark, originals))
-        built = pipeline.run(args.benchmark, islice(items, args.limit), config, args.out, shard=_shard(args.shard),
-                             max_failure_rate=args.max_failure_rate)  # fmt: skip
+        built = pipeline.run(
+            args.benchmark,
+            islice(items, args.limit),
+            config,
+            args.out,
+            shard=_shard(args.shard),
+            max_failure_rate=args.max_failure_rate,
+        )
     except (ValueError, PerturbedSetError, FileNotFoundError) as exc:
         return stop("perturb", exc)
     except TooManyFailures as exc:
-        return stop("perturb", f"no set written: {exc}. Counts in {Path(args.out) / 'data.manifest.json'}; rerun "
-                    "the same command once the endpoint works (finished items are not repeated)", 1)  # fmt: skip
+        return stop(
+            "perturb",
+            f"no set written: {exc}. Counts in {Path(args.out) / 'data.manifest.json'}; rerun "
+            "the same command once the endpoint works (finished items are not repeated)",
+            1,
+        )
     if built.shard:
         print(f"{args.benchmark}: shard {built.shard} done in {args.out}/work; run without --shard to assemble")
         return 0
@@ -73,8 +83,9 @@ def _verify(args: argparse.Namespace) -> int:
         if args.calibrate:
             from lmms_contam.synthetic.calibration import calibrate, summary
 
-            measured = calibrate(config, folder / "verify-work", args.calibrate, first_image_size(folder),
-                                 args.max_failure_rate)  # fmt: skip
+            measured = calibrate(
+                config, folder / "verify-work", args.calibrate, first_image_size(folder), args.max_failure_rate
+            )
             print(summary(measured))
             calibration = measured.as_record()
         verified = verify_set(folder, config, args.max_failure_rate, calibration)
@@ -82,8 +93,10 @@ def _verify(args: argparse.Namespace) -> int:
         return stop("verify", exc)
     except TooManyFailures as exc:
         return stop("verify", f"nothing written: {exc}; rerun when the endpoint works (verdicts made are kept)", 1)
-    print(f"{verified.benchmark}: kept {verified.kept} of {verified.items} items -> {verified.folder} (the tasks "
-          "read it from now on)")  # fmt: skip
+    print(
+        f"{verified.benchmark}: kept {verified.kept} of {verified.items} items -> {verified.folder} (the tasks "
+        "read it from now on)"
+    )
     for outcome, count in sorted(verified.outcomes.items()):
         print(f"  {count}: {outcome}")
     print(f"  judge: {verified.judge_calls} verdicts stored, ${verified.cost_usd}")
@@ -101,9 +114,12 @@ def register(commands: argparse._SubParsersAction) -> None:
         "decision to keep or reject there and rerun to rebuild the set. Per-item stage results stay in <out>/work.",
     )
     perturb.add_argument("benchmark", choices=PERTURB_FROM_HUB)
-    perturb.add_argument("--config", required=True,
-                         help="a recipe: configs/perturb/paper.yaml (the authors' procedure), flux_canny.yaml "
-                         "(the same numbers on diffusers' pipeline), flux_kontext.yaml, or your own")  # fmt: skip
+    perturb.add_argument(
+        "--config",
+        required=True,
+        help="a recipe: configs/perturb/paper.yaml (the authors' procedure), flux_canny.yaml "
+        "(the same numbers on diffusers' pipeline), flux_kontext.yaml, or your own",
+    )
     perturb.add_argument("--out", required=True, help="output folder")
     perturb.add_argument("--originals", help=f"a local copy of the benchmark {ORIGINALS_DEFAULT}")
     perturb.add_argument("--limit", type=int, help="only the first N items (for a trial run)")
@@ -113,9 +129,13 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="only every N-th item from the I-th, e.g. one process per GPU with CUDA_VISIBLE_DEVICES=I; "
         "then run once without --shard to assemble the set (no stage is repeated)",
     )
-    perturb.add_argument("--push-to-hub", type=hub_repo_id, metavar="NAMESPACE/NAME",
-                         help="then push the set to this hub dataset repository (created if missing; token: "
-                         "HF_TOKEN or `hf auth login`)")  # fmt: skip
+    perturb.add_argument(
+        "--push-to-hub",
+        type=hub_repo_id,
+        metavar="NAMESPACE/NAME",
+        help="then push the set to this hub dataset repository (created if missing; token: "
+        "HF_TOKEN or `hf auth login`)",
+    )
     perturb.add_argument("--private", action="store_true", help="create the hub repository as private")
     add_failure_rate_argument(perturb)
     perturb.set_defaults(run=_perturb)
@@ -131,14 +151,20 @@ def register(commands: argparse._SubParsersAction) -> None:
         "finished call.",
     )
     verify.add_argument("set", help="a set folder (data.parquet), or a benchmark name for the set its tasks resolve")
-    verify.add_argument("--config", default=str(Path(__file__).parents[1] / "configs" / "perturb" / "paper.yaml"),
-                        help="a recipe whose verify section names the judge and the drift thresholds (default: "
-                        "the paper's, judge o3)")  # fmt: skip
-    verify.add_argument("--calibrate", type=int, metavar="N",
-                        help="first ask the judge about N procedural counterfactuals of known truth (half good, half "
-                        "flawed in four ways, at the set's image size) and record how often it keeps a flawed one or "
-                        "rejects a good one, with 95%% intervals, in the verified set's manifest; the report warns "
-                        "when the keep rate is above the one the judge-quality study found safe. Simple shapes: a "
-                        "lower bound on the judge's errors. Try 200")  # fmt: skip
+    verify.add_argument(
+        "--config",
+        default=str(Path(__file__).parents[1] / "configs" / "perturb" / "paper.yaml"),
+        help="a recipe whose verify section names the judge and the drift thresholds (default: the paper's, judge o3)",
+    )
+    verify.add_argument(
+        "--calibrate",
+        type=int,
+        metavar="N",
+        help="first ask the judge about N procedural counterfactuals of known truth (half good, half "
+        "flawed in four ways, at the set's image size) and record how often it keeps a flawed one or "
+        "rejects a good one, with 95%% intervals, in the verified set's manifest; the report warns "
+        "when the keep rate is above the one the judge-quality study found safe. Simple shapes: a "
+        "lower bound on the judge's errors. Try 200",
+    )
     add_failure_rate_argument(verify)
     verify.set_defaults(run=_verify)

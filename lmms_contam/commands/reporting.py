@@ -17,8 +17,15 @@ def _report(args: argparse.Namespace) -> int:
         loaded = read_runs(args.paths) if args.paths else Loaded([], [])
         baseline = args.text_only_baseline
         baselines = text_only_baselines(read_runs([baseline]), baseline) if baseline else None
-        _, markdown = build(loaded, alpha=args.alpha, markdown=args.markdown, json_path=args.json,
-                            html_path=args.html, scans=args.scans, baselines=baselines)  # fmt: skip
+        _, markdown = build(
+            loaded,
+            alpha=args.alpha,
+            markdown=args.markdown,
+            json_path=args.json,
+            html_path=args.html,
+            scans=args.scans,
+            baselines=baselines,
+        )
     except (ReportInputError, ValueError) as exc:
         return stop("report", exc)
     except OSError as exc:  # an output that cannot be written: none was
@@ -47,8 +54,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     report.add_argument("--markdown", help="write the Markdown tables here (default: print them)")
     report.add_argument("--json", help="write the versioned JSON here")
     report.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
-    report.add_argument("--text-only-baseline", metavar="RUN",
-                        help="the base LLM's lmms-eval output of the *_text_only tasks: text-only leakage is then "
-                        "MMStar's multi-modal leakage, max(0, S_wv - S_t), with S_t that run's accuracy on the "
-                        "same items (default: against chance, 1 / options)")  # fmt: skip
+    report.add_argument(
+        "--text-only-baseline",
+        metavar="RUN",
+        help="the base LLM's lmms-eval output of the *_text_only tasks: text-only leakage is then "
+        "MMStar's multi-modal leakage, max(0, S_wv - S_t), with S_t that run's accuracy on the "
+        "same items (default: against chance, 1 / options)",
+    )
     report.set_defaults(run=_report)

@@ -30,8 +30,11 @@ def _generate_tasks(args: argparse.Namespace) -> int:
     for path in changed:
         print(f"{'differs' if args.check else 'written'}: {path}")
     if args.check and changed:
-        print("lmms-contam tasks generate: the task files are not what the registry generates; run "
-              "`lmms-contam tasks generate`", file=sys.stderr)  # fmt: skip
+        print(
+            "lmms-contam tasks generate: the task files are not what the registry generates; run "
+            "`lmms-contam tasks generate`",
+            file=sys.stderr,
+        )
         return 1
     print(f"{len(changed)} file(s) {'differ' if args.check else 'written'}; tasks in {tasks_dir()}")
     return 0
@@ -71,13 +74,19 @@ def _fetch_mm_perturb(args: argparse.Namespace) -> int:
         return stop("fetch", "--originals is a local copy of one benchmark; give --benchmark")
     sets = {b: Path(args.out) / b if args.out else default_folder(b) for b in benchmarks}
     try:
-        summaries = fetch_release(benchmarks, sets, home() / "downloads" / "mm-perturb",
-                                  {b: originals_source(b, args.originals) for b in benchmarks})  # fmt: skip
+        summaries = fetch_release(
+            benchmarks,
+            sets,
+            home() / "downloads" / "mm-perturb",
+            {b: originals_source(b, args.originals) for b in benchmarks},
+        )
     except (DownloadError, PerturbedSetError, ValueError) as exc:
         return stop("fetch", exc)
     for benchmark, summary in summaries.items():
-        print(f"{benchmark}: {summary.kept} of {summary.rows} released rows imported into {sets[benchmark]} "
-              "(not verified: the release is unfiltered; see the README)")  # fmt: skip
+        print(
+            f"{benchmark}: {summary.kept} of {summary.rows} released rows imported into {sets[benchmark]} "
+            "(not verified: the release is unfiltered; see the README)"
+        )
         for reason, count in sorted(summary.skipped.items()):
             print(f"  skipped {count}: {reason}")
     return 0
@@ -92,11 +101,16 @@ def _export_vlmevalkit(args: argparse.Namespace) -> int:
     except (PerturbedSetError, ValueError, FileNotFoundError) as exc:
         return stop("export", exc)
     record = exported.verification or {}
-    verified = ("verified: kept " + f"{record.get('kept')} of {record.get('of')}") if record.get("verified") else (
-        "NOT verified: run `lmms-contam verify` first, or read a negative delta with care")  # fmt: skip
+    verified = (
+        ("verified: kept " + f"{record.get('kept')} of {record.get('of')}")
+        if record.get("verified")
+        else ("NOT verified: run `lmms-contam verify` first, or read a negative delta with care")
+    )
     print(f"{exported.benchmark}: {exported.items} items, {exported.rows} rows -> {exported.tsv} ({verified})")
-    print(f"run it: python -m vlmeval --data {exported.dataset} --model MODEL --judge exact_matching "
-          f"(with LMUData={exported.tsv.parent}); then: lmms-contam report WORK_DIR")  # fmt: skip
+    print(
+        f"run it: python -m vlmeval --data {exported.dataset} --model MODEL --judge exact_matching "
+        f"(with LMUData={exported.tsv.parent}); then: lmms-contam report WORK_DIR"
+    )
     return 0
 
 
@@ -166,8 +180,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         "generator's alone: files it would not write are removed. Run it after adding a benchmark or upgrading "
         "lmms-eval; the files are checked in, so lmms-eval finds them without running this.",
     )
-    generate.add_argument("--check", action="store_true",
-                          help="write nothing; list the files that differ and exit 1 if any do")  # fmt: skip
+    generate.add_argument(
+        "--check", action="store_true", help="write nothing; list the files that differ and exit 1 if any do"
+    )
     generate.set_defaults(run=_generate_tasks)
 
     sets = commands.add_parser(
@@ -194,10 +209,14 @@ def register(commands: argparse._SubParsersAction) -> None:
         "unfiltered: run `lmms-contam verify` on it before trusting a negative delta.",
     )
     mm_perturb.add_argument("--benchmark", choices=[*RELEASED, "all"], default="all")
-    mm_perturb.add_argument("--out", help="folder for the sets, one subfolder per benchmark (default: "
-                            "$LMMS_CONTAM_HOME/datasets, where the tasks look)")  # fmt: skip
-    mm_perturb.add_argument("--originals", help=f"a local copy of the original benchmark, with one --benchmark "
-                            f"{ORIGINALS_DEFAULT}")  # fmt: skip
+    mm_perturb.add_argument(
+        "--out",
+        help="folder for the sets, one subfolder per benchmark (default: "
+        "$LMMS_CONTAM_HOME/datasets, where the tasks look)",
+    )
+    mm_perturb.add_argument(
+        "--originals", help=f"a local copy of the original benchmark, with one --benchmark {ORIGINALS_DEFAULT}"
+    )
     mm_perturb.set_defaults(run=_fetch_mm_perturb)
 
     export = commands.add_parser("export", help="write a resolved perturbed set as another harness's dataset")
@@ -215,9 +234,12 @@ def register(commands: argparse._SubParsersAction) -> None:
         "refused with the reason: VLMEvalKit cannot score their yes/no questions from a TSV of ours.",
     )
     vlmevalkit.add_argument("benchmark", choices=PERTURBABLE)  # MME and NaturalBench: refused with the reason
-    vlmevalkit.add_argument("--family", default="contam",
-                            help="which versions of the items: contam (the default: both), perturbed, original, "
-                            "option_shuffle or text_only")  # fmt: skip
+    vlmevalkit.add_argument(
+        "--family",
+        default="contam",
+        help="which versions of the items: contam (the default: both), perturbed, original, "
+        "option_shuffle or text_only",
+    )
     vlmevalkit.add_argument("--lmudata", help="VLMEvalKit's data folder (default $LMUData, else ~/LMUData)")
     vlmevalkit.set_defaults(run=_export_vlmevalkit)
 
@@ -250,9 +272,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     datacomp.add_argument("source", help="folder of DataComp shards (<shard>.npz beside <shard>.parquet)")
     datacomp.add_argument("--out", required=True, help="output corpus folder")
-    datacomp.add_argument("--recipe", required=True,
-                          help="recipe.json describing how the features were made (family, model, weights, "
-                          "preprocessing, dtype); scans compare only vectors of the same recipe")  # fmt: skip
+    datacomp.add_argument(
+        "--recipe",
+        required=True,
+        help="recipe.json describing how the features were made (family, model, weights, "
+        "preprocessing, dtype); scans compare only vectors of the same recipe",
+    )
     datacomp.add_argument("--key", default="l14_img", help="array to import (default l14_img; b32_img for ViT-B/32)")
     datacomp.set_defaults(run=_import_datacomp)
 

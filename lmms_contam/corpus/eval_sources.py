@@ -181,18 +181,28 @@ def from_spec(spec: dict) -> EvalSource:
     return KINDS[kind](**fields)
 
 
-def eval_sources(benchmarks: dict[str, str | None], folders: list[str], dataset_sources: list[str], split: str = "test",
-                 image_column: str = "image", id_column: str | None = None) -> list[EvalSource]:  # fmt: skip
+def eval_sources(
+    benchmarks: dict[str, str | None],
+    folders: list[str],
+    dataset_sources: list[str],
+    split: str = "test",
+    image_column: str = "image",
+    id_column: str | None = None,
+) -> list[EvalSource]:
     """Every eval set of one scan: benchmarks (name -> local copy, None for lmms-eval's hub id), image
     folders and datasets' image columns. Refused when there is none, or when two would write the same
     output files (they are named after the set)."""
     sources: list[EvalSource] = [BenchmarkSource(name, copy) for name, copy in benchmarks.items()]
     sources += [FolderSource(folder) for folder in folders]
-    sources += [DatasetSource(name, split, image_column, id_column) for name in dataset_sources]
+    sources += [
+        DatasetSource(dataset=name, split=split, image_column=image_column, id_column=id_column)
+        for name in dataset_sources
+    ]
     if not sources:
         raise ValueError("nothing to scan: no benchmark, image folder or dataset given")
     names = [source.name for source in sources]
     if len(set(names)) < len(names):
-        raise ValueError(f"two eval sets would both be written as {names} in one output folder; scan them into "
-                         "separate folders")  # fmt: skip
+        raise ValueError(
+            f"two eval sets would both be written as {names} in one output folder; scan them into separate folders"
+        )
     return sources

@@ -83,7 +83,7 @@ def build_index(corpus: str | Path, factory: str = "IVF1024,Flat", out: str | Pa
     for shard in shards:
         for start in range(0, shard.rows, DEFAULT_CHUNK):
             index.add(_rows(shard, slice(start, start + DEFAULT_CHUNK)))
-    manifest = IndexManifest(factory, asdict(recipe), _shard_list(shards), trained_on)
+    manifest = IndexManifest(factory=factory, recipe=asdict(recipe), shards=_shard_list(shards), trained_on=trained_on)
     with atomic_path(out / INDEX_FILE) as tmp:
         faiss.write_index(index, str(tmp))
     with atomic_path(out / MANIFEST_FILE) as tmp:
@@ -91,8 +91,9 @@ def build_index(corpus: str | Path, factory: str = "IVF1024,Flat", out: str | Pa
     return out
 
 
-def _exact(eval_vectors: np.ndarray, shards: list[EmbeddingShard], candidates: np.ndarray, k: int,
-           count_above: float) -> TopK:  # fmt: skip
+def _exact(
+    eval_vectors: np.ndarray, shards: list[EmbeddingShard], candidates: np.ndarray, k: int, count_above: float
+) -> TopK:
     """Exact cosines of each eval vector's candidates, read from the memory-mapped shards, best k kept."""
     starts = np.array([s.offset for s in shards])
     valid = candidates >= 0
@@ -113,8 +114,9 @@ def _exact(eval_vectors: np.ndarray, shards: list[EmbeddingShard], candidates: n
     return TopK(np.take_along_axis(sims, order, axis=1), np.take_along_axis(ids, order, axis=1), above)
 
 
-def search_index(eval_vectors: np.ndarray, corpus: str | Path, k: int, count_above: float,
-                 settings: IndexSettings = IndexSettings()) -> tuple[TopK, dict]:  # fmt: skip
+def search_index(
+    eval_vectors: np.ndarray, corpus: str | Path, k: int, count_above: float, settings: IndexSettings = IndexSettings()
+) -> tuple[TopK, dict]:
     """Top-k by exact cosine among the index's candidates per eval vector, and a description of the mode;
     refuses an index built from another state of the corpus."""
     faiss = _faiss()
@@ -122,14 +124,21 @@ def search_index(eval_vectors: np.ndarray, corpus: str | Path, k: int, count_abo
     folder = Path(settings.folder) if settings.folder else Path(corpus) / "index"
     manifest = IndexManifest.read(folder)
     if manifest.shards != _shard_list(shards) or manifest.recipe != asdict(recipe):
-        raise ValueError(f"{folder}: built from another state of {corpus} (shards or recipe differ); rebuild it "
-                         "with `lmms-contam index-corpus`")  # fmt: skip
+        raise ValueError(
+            f"{folder}: built from another state of {corpus} (shards or recipe differ); rebuild it "
+            "with `lmms-contam index-corpus`"
+        )
     index = faiss.read_index(str(folder / INDEX_FILE))
     if "IVF" in manifest.factory:
         faiss.ParameterSpace().set_index_parameter(index, "nprobe", settings.nprobe)
     queries = np.ascontiguousarray(eval_vectors, dtype=np.float32)
     _, proposed = index.search(queries, max(settings.candidates, k))
-    mode = {"kind": "faiss index, candidates re-scored exactly", "factory": manifest.factory,
-            "index": str(folder.resolve()), "candidates": max(settings.candidates, k), "nprobe": settings.nprobe,
-            "matches_above_threshold": "counted among the candidates (a lower bound)"}  # fmt: skip
+    mode = {
+        "kind": "faiss index, candidates re-scored exactly",
+        "factory": manifest.factory,
+        "index": str(folder.resolve()),
+        "candidates": max(settings.candidates, k),
+        "nprobe": settings.nprobe,
+        "matches_above_threshold": "counted among the candidates (a lower bound)",
+    }
     return _exact(queries, shards, proposed, k, count_above), mode

@@ -77,7 +77,7 @@ def _from_folder(root: Path) -> Iterator[CorpusRecord]:
             if sidecar.exists():
                 caption, url = _sidecar(sidecar.read_bytes(), suffix, str(sidecar))
                 break
-        yield CorpusRecord(str(path), path.read_bytes(), caption, url)
+        yield CorpusRecord(key=str(path), data=path.read_bytes(), caption=caption, url=url)
 
 
 def _tar_groups(archive: tarfile.TarFile) -> Iterator[tuple[str, dict[str, bytes]]]:
@@ -118,7 +118,7 @@ def _from_tars(tars: list[Path]) -> Iterator[CorpusRecord]:
                         continue
                     suffix = ".json" if ".json" in files else ".txt"
                     caption, url = _sidecar(files.get(suffix), suffix, f"{tar_path}:{key}{suffix}")
-                    yield CorpusRecord(f"{tar_path}:{key}", image, caption, url)
+                    yield CorpusRecord(key=f"{tar_path}:{key}", data=image, caption=caption, url=url)
                 _require_end_marker(tar_path, archive.offset)
         except (tarfile.TarError, EOFError, OSError) as exc:  # a truncated or damaged shard
             raise ValueError(f"{tar_path}: unreadable tar archive ({exc})") from exc
@@ -136,10 +136,13 @@ def _from_parquet(files: list[Path], image_column: str) -> Iterator[CorpusRecord
         for batch in table.iter_batches(batch_size=1024):
             columns = batch.to_pydict()
             blank = [""] * batch.num_rows
-            for image, caption, url in zip(columns[image_column], columns.get("caption", blank),
-                                           columns.get("url", blank), strict=True):  # fmt: skip
+            for image, caption, url in zip(
+                columns[image_column], columns.get("caption", blank), columns.get("url", blank), strict=True
+            ):
                 data = image.get("bytes") if isinstance(image, dict) else image
-                yield CorpusRecord(f"{path}:{row}", data or b"", str(caption or ""), str(url or ""))
+                yield CorpusRecord(
+                    key=f"{path}:{row}", data=data or b"", caption=str(caption or ""), url=str(url or "")
+                )
                 row += 1
 
 
@@ -238,8 +241,13 @@ def _write_shard(out: Path, number: int, inputs: str, shard: EmbeddedShard, dtyp
     """Skips first, then the shard (sources.write_shard: vectors last)."""
     with atomic_path(shard_files(out, number)["skipped"]) as tmp:
         tmp.write_text("".join(json.dumps(s) + "\n" for s in shard.skipped))
-    metadata = pa.table({"caption": [r.caption for r in shard.kept], "url": [r.url for r in shard.kept],
-                         "source": [r.key for r in shard.kept]})  # fmt: skip
+    metadata = pa.table(
+        {
+            "caption": [r.caption for r in shard.kept],
+            "url": [r.url for r in shard.kept],
+            "source": [r.key for r in shard.kept],
+        }
+    )
     record = {"embedded": len(shard.kept), "skipped": len(shard.skipped)}
     write_shard(out, number, inputs, record, metadata, shard.vectors, dtype)
 
@@ -251,9 +259,15 @@ def shard_inputs(chunk: list[CorpusRecord], recipe: Recipe) -> str:
     return digest({"records": records, "recipe": asdict(recipe)})
 
 
-def embed_corpus(source: str | Path, out: str | Path, embedder, shard_size: int = DEFAULT_SHARD_SIZE,
-                 image_column: str = "image", decode_threads: int | None = None,
-                 engine=None) -> CorpusSummary:  # fmt: skip
+def embed_corpus(
+    source: str | Path,
+    out: str | Path,
+    embedder,
+    shard_size: int = DEFAULT_SHARD_SIZE,
+    image_column: str = "image",
+    decode_threads: int | None = None,
+    engine=None,
+) -> CorpusSummary:
     """Embed every image of `source` into `out` (img_emb/, metadata/, recipe.json); resumable per shard.
 
     A shard is reused only when its records (sources, bytes, captions) and the recipe are those it was
@@ -295,7 +309,15 @@ def embed_corpus(source: str | Path, out: str | Path, embedder, shard_size: int 
     if counts["shards"] == 0:
         raise ValueError(f"{source}: no images found")
     removed = remove_shards_from(out, counts["shards"])
-    summary = CorpusSummary(str(source), str(out), asdict(embedder.recipe), counts["shards"], counts["shards_reused"],
-                            removed, counts["embedded"], counts["skipped"])  # fmt: skip
+    summary = CorpusSummary(
+        source=str(source),
+        out=str(out),
+        recipe=asdict(embedder.recipe),
+        shards=counts["shards"],
+        shards_reused=counts["shards_reused"],
+        shards_removed=removed,
+        vectors=counts["embedded"],
+        skipped=counts["skipped"],
+    )
     finish_corpus(out, summary)
     return summary

@@ -27,8 +27,16 @@ ROUNDING_SLACK = 2.0**-18  # times |x'| |y'|: float32 scaling of the integer pro
 
 
 @numba.njit(nogil=True, parallel=True, cache=True)
-def _quantize(rows: np.ndarray, levels: int, shift: int, out: np.ndarray, scales: np.ndarray, errors: np.ndarray,
-              norms: np.ndarray, quantized_norms: np.ndarray) -> None:  # fmt: skip
+def _quantize(
+    rows: np.ndarray,
+    levels: int,
+    shift: int,
+    out: np.ndarray,
+    scales: np.ndarray,
+    errors: np.ndarray,
+    norms: np.ndarray,
+    quantized_norms: np.ndarray,
+) -> None:
     """Row i to round(x / s) + shift with s = max |x| / levels; keeps s, |q s - x|, |x| and |q s|."""
     for i in numba.prange(rows.shape[0]):
         peak = 0.0
@@ -72,9 +80,14 @@ class Quantized:
 def quantize(rows: np.ndarray, corpus_side: bool) -> Quantized:
     levels, shift, dtype = (CORPUS_LEVELS, ZERO_POINT, np.uint8) if corpus_side else (EVAL_LEVELS, 0, np.int8)
     n = len(rows)
-    result = Quantized(np.empty(rows.shape, dtype), np.empty(n, np.float32), np.empty(n), np.empty(n), np.empty(n))
-    _quantize(rows, levels, shift, result.levels, result.scales, result.errors, result.norms,
-              result.quantized_norms)  # fmt: skip
+    result = Quantized(
+        levels=np.empty(rows.shape, dtype),
+        scales=np.empty(n, np.float32),
+        errors=np.empty(n),
+        norms=np.empty(n),
+        quantized_norms=np.empty(n),
+    )
+    _quantize(rows, levels, shift, result.levels, result.scales, result.errors, result.norms, result.quantized_norms)
     return result
 
 
@@ -107,8 +120,10 @@ class Int8Tiles:
         self.eval = quantize(queries, corpus_side=False)
         self.row_blocks, self.width = row_blocks, width
         shape = [width, queries.shape[1]]  # the activations' shape, which oneDNN's packing is chosen for
-        self.packed = [self.onednn.qlinear_prepack(torch.from_numpy(self.eval.levels[first:last]), shape)
-                       for first, last in row_blocks]  # fmt: skip
+        self.packed = [
+            self.onednn.qlinear_prepack(torch.from_numpy(self.eval.levels[first:last]), shape)
+            for first, last in row_blocks
+        ]
         self.weight_scales = torch.from_numpy(self.eval.scales)
         self.eval_bounds = self.eval.eval_bounds()
         self.checked = False
@@ -122,9 +137,21 @@ class Int8Tiles:
             zeros = torch.zeros(last - first, dtype=torch.long)
             for column in range(0, len(activations), self.width):
                 stop = min(column + self.width, len(activations))
-                tile = self.onednn.qlinear_pointwise(activations[column:stop], 1.0, ZERO_POINT, packed,
-                                                     self.weight_scales[first:last], zeros, None, 1.0, 0,
-                                                     torch.float32, "none", [], "").numpy()  # fmt: skip
+                tile = self.onednn.qlinear_pointwise(
+                    activations[column:stop],
+                    1.0,
+                    ZERO_POINT,
+                    packed,
+                    self.weight_scales[first:last],
+                    zeros,
+                    None,
+                    1.0,
+                    0,
+                    torch.float32,
+                    "none",
+                    [],
+                    "",
+                ).numpy()
                 if not self.checked:
                     self._check(tile[0], corpus.levels[column], first, last)
                 yield first, last, column, tile
@@ -134,7 +161,8 @@ class Int8Tiles:
         re-quantizes would make the error bound false, so it stops the scan."""
         levels = corpus_levels.astype(np.int64) - ZERO_POINT
         expected = (self.eval.levels[first:last].astype(np.int64) @ levels) * self.eval.scales[first:last].astype(
-            np.float64)  # fmt: skip
+            np.float64
+        )
         if not np.allclose(products, expected, rtol=2.0**-20, atol=0):
             raise RuntimeError("oneDNN's int8 products are not the exact integer products here; use precision float32")
         self.checked = True

@@ -17,8 +17,9 @@ from lmms_contam.corpus.embedders import EmbedderConfig
 from lmms_contam.corpus.ingest import CorpusRecord, EmbeddedShard, prepared_or_error
 
 
-def prepare_batch(batch: dict[str, np.ndarray], preparer: Preparer, shape: tuple[int, ...],
-                  dtype: str) -> dict[str, np.ndarray]:  # fmt: skip
+def prepare_batch(
+    batch: dict[str, np.ndarray], preparer: Preparer, shape: tuple[int, ...], dtype: str
+) -> dict[str, np.ndarray]:
     """The CPU stage: an image that cannot be decoded keeps its row (zeros) and gets its reason."""
     prepared = np.zeros((len(batch["key"]), *shape), dtype=dtype)
     reasons = []
@@ -52,8 +53,15 @@ class RayDataEmbedding:
     then `actors` actors of the embedder `config` (shipped as data: a file path may not exist on a worker),
     each with `gpus` GPUs."""
 
-    def __init__(self, config: EmbedderConfig, preparer: Preparer, device: str = "cpu", actors: int = 1,
-                 gpus: float = 0.0, batch_size: int = 32) -> None:  # fmt: skip
+    def __init__(
+        self,
+        config: EmbedderConfig,
+        preparer: Preparer,
+        device: str = "cpu",
+        actors: int = 1,
+        gpus: float = 0.0,
+        batch_size: int = 32,
+    ) -> None:
         import ray
 
         if not ray.is_initialized():
@@ -69,14 +77,19 @@ class RayDataEmbedding:
         context.execution_options.preserve_order = True
         rows = [{"position": i, "key": r.key, "data": r.data} for i, r in enumerate(chunk)]
         prepared = self.ray.data.from_items(rows).map_batches(
-            prepare_batch, fn_kwargs={"preparer": self.preparer, "shape": self.prepared_shape,
-                                      "dtype": self.prepared_dtype},
-            batch_size=self.batch_size, batch_format="numpy",
-        )  # fmt: skip
+            prepare_batch,
+            fn_kwargs={"preparer": self.preparer, "shape": self.prepared_shape, "dtype": self.prepared_dtype},
+            batch_size=self.batch_size,
+            batch_format="numpy",
+        )
         return prepared.map_batches(
-            EmbedPrepared, fn_constructor_args=(self.config, self.device), batch_size=self.batch_size,
-            compute=self.ray.data.ActorPoolStrategy(size=self.actors), num_gpus=self.gpus, batch_format="numpy",
-        )  # fmt: skip
+            EmbedPrepared,
+            fn_constructor_args=(self.config, self.device),
+            batch_size=self.batch_size,
+            compute=self.ray.data.ActorPoolStrategy(size=self.actors),
+            num_gpus=self.gpus,
+            batch_format="numpy",
+        )
 
     def embed_shard(self, chunk: list[CorpusRecord]) -> EmbeddedShard:
         positions, vectors, reasons = [], [], []

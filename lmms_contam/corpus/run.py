@@ -72,10 +72,18 @@ def eval_embeddings(source: EvalSource, embedder, work: Path) -> tuple[np.ndarra
     return vectors, ids
 
 
-def scan_source(source: EvalSource, corpus: str | Path, out: str | Path, embedder: Embedder, threshold: float,
-                k: int = scan.DEFAULT_K, runner: LocalRunner | RayRunner | None = None,
-                index: IndexSettings | None = None, precision: str = "auto",
-                scan_device: str = "cpu") -> ScanSummary:  # fmt: skip
+def scan_source(
+    source: EvalSource,
+    corpus: str | Path,
+    out: str | Path,
+    embedder: Embedder,
+    threshold: float,
+    k: int = scan.DEFAULT_K,
+    runner: LocalRunner | RayRunner | None = None,
+    index: IndexSettings | None = None,
+    precision: str = "auto",
+    scan_device: str = "cpu",
+) -> ScanSummary:
     """`threshold`: a cosine on the embedder's scale (its config's standard one unless the user says); `runner`
     None: in-process (a RayRunner scans the shards as Ray tasks); `index`: search a faiss index of the
     corpus instead of the exact scan, re-scoring its candidates exactly; `precision` (scan.PRECISIONS or
@@ -89,28 +97,57 @@ def scan_source(source: EvalSource, corpus: str | Path, out: str | Path, embedde
     vectors, ids = eval_embeddings(source, embedder, work)
     if index is None:
         precision = scan.resolve_precision(precision, scan_device)
-        result = scan.scan_shards(vectors, [(s.name, s.vectors, s.offset) for s in shards], work, k=k,
-                                  count_above=threshold, runner=runner, precision=precision, device=scan_device,
-                                  inputs={"corpus_recipe": asdict(corpus_recipe)})  # fmt: skip
-        mode = {"kind": "exact streaming scan", "runner": runner.name, "precision": precision,
-                "resubmitted_after_a_lost_worker": len(runner.resubmitted)}  # fmt: skip
+        result = scan.scan_shards(
+            vectors,
+            [(s.name, s.vectors, s.offset) for s in shards],
+            work,
+            k=k,
+            count_above=threshold,
+            runner=runner,
+            precision=precision,
+            device=scan_device,
+            inputs={"corpus_recipe": asdict(corpus_recipe)},
+        )
+        mode = {
+            "kind": "exact streaming scan",
+            "runner": runner.name,
+            "precision": precision,
+            "resubmitted_after_a_lost_worker": len(runner.resubmitted),
+        }
     else:
         result, mode = search_index(vectors, corpus, k, threshold, index)
     evidence = lookup(shards, result.ids)
     rows = []
     for row, original_id in enumerate(ids):
         matches = evidence[row * k : (row + 1) * k]
-        rows.append({"original_id": original_id, "max_similarity": float(result.sims[row, 0]),
-                     "matches_above_threshold": int(result.above[row]),
-                     "top_ids": result.ids[row].tolist(), "top_similarities": result.sims[row].tolist(),
-                     "top_captions": [m["caption"] for m in matches],
-                     "top_urls": [m["url"] for m in matches]})  # fmt: skip
+        rows.append(
+            {
+                "original_id": original_id,
+                "max_similarity": float(result.sims[row, 0]),
+                "matches_above_threshold": int(result.above[row]),
+                "top_ids": result.ids[row].tolist(),
+                "top_similarities": result.sims[row].tolist(),
+                "top_captions": [m["caption"] for m in matches],
+                "top_urls": [m["url"] for m in matches],
+            }
+        )
     sweep = sorted({*scan.THRESHOLDS, threshold})
     summary = ScanSummary(
-        scan.SCAN_VERSION, source.name, str(Path(corpus).resolve()), sum(s.rows for s in shards), len(ids), threshold,
-        k, scan.rates(result, [threshold])[threshold], {str(t): r for t, r in scan.rates(result, sweep).items()},
-        asdict(embedder.recipe), source.description, spec_of(source), scan.ids_sha256(ids), mode,
-    )  # fmt: skip
+        scan_version=scan.SCAN_VERSION,
+        benchmark=source.name,
+        corpus=str(Path(corpus).resolve()),
+        corpus_rows=sum(s.rows for s in shards),
+        images=len(ids),
+        threshold=threshold,
+        k=k,
+        image_only_rate=scan.rates(result, [threshold])[threshold],
+        rates={str(t): r for t, r in scan.rates(result, sweep).items()},
+        recipe=asdict(embedder.recipe),
+        eval_source=source.description,
+        eval=spec_of(source),
+        eval_ids_sha256=scan.ids_sha256(ids),
+        mode=mode,
+    )
     with atomic_path(out / f"{source.name}.matches.parquet") as tmp:
         datasets.Dataset.from_list(rows).to_parquet(str(tmp))
     with atomic_path(out / f"{source.name}.summary.json") as tmp:

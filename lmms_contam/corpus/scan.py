@@ -45,8 +45,11 @@ class TopK:
 
     @classmethod
     def empty(cls, n_eval: int, k: int) -> TopK:
-        return cls(np.full((n_eval, k), -np.inf, dtype=np.float32), np.full((n_eval, k), -1, dtype=np.int64),
-                   np.zeros(n_eval, dtype=np.int64))  # fmt: skip
+        return cls(
+            np.full((n_eval, k), -np.inf, dtype=np.float32),
+            np.full((n_eval, k), -1, dtype=np.int64),
+            np.zeros(n_eval, dtype=np.int64),
+        )
 
 
 def merge(a: TopK, b: TopK) -> TopK:
@@ -134,8 +137,7 @@ class ProductTiles:
                 yield first, last, column, tile.numpy()
 
 
-def _scan_exact(queries: np.ndarray, corpus: np.ndarray, offset: int, k: int, chunk: int,
-                count_above: float) -> TopK:  # fmt: skip
+def _scan_exact(queries: np.ndarray, corpus: np.ndarray, offset: int, k: int, chunk: int, count_above: float) -> TopK:
     """float32 products tile by tile, each screened into the running top-k right after its product,
     while still in cache. Global ids are written as they are found: no per-chunk merge."""
     from lmms_contam.corpus.screen import screen_tile
@@ -146,13 +148,18 @@ def _scan_exact(queries: np.ndarray, corpus: np.ndarray, offset: int, k: int, ch
     tiles = ProductTiles(queries)
     for start in range(0, len(corpus), chunk):
         for first, last, column, tile in tiles(_finite_block(corpus, start, chunk, offset)):
-            screen_tile(tile, offset + start + column, best.sims[first:last], best.ids[first:last],
-                        best.above[first:last], count_above)  # fmt: skip
+            screen_tile(
+                tile,
+                offset + start + column,
+                best.sims[first:last],
+                best.ids[first:last],
+                best.above[first:last],
+                count_above,
+            )
     return best
 
 
-def _scan_int8(queries: np.ndarray, corpus: np.ndarray, offset: int, k: int, chunk: int,
-               count_above: float) -> TopK:  # fmt: skip
+def _scan_int8(queries: np.ndarray, corpus: np.ndarray, offset: int, k: int, chunk: int, count_above: float) -> TopK:
     """Integer products tile by tile (int8.py), every entry they cannot rule out recomputed exactly."""
     from lmms_contam.corpus.int8 import Int8Tiles, quantize
     from lmms_contam.corpus.screen import screen_int8_tile
@@ -166,14 +173,24 @@ def _scan_int8(queries: np.ndarray, corpus: np.ndarray, offset: int, k: int, chu
         quantized = quantize(block, corpus_side=True)
         bounds = quantized.corpus_bounds()
         for first, last, column, tile in tiles(quantized):
-            screen_int8_tile(tile, bounds[:, column:], offset + start + column, block[column:],
-                             tiles.eval_bounds[:, first:last], queries[first:last], best.sims[first:last],
-                             best.ids[first:last], best.above[first:last], count_above)  # fmt: skip
+            screen_int8_tile(
+                tile,
+                bounds[:, column:],
+                offset + start + column,
+                block[column:],
+                tiles.eval_bounds[:, first:last],
+                queries[first:last],
+                best.sims[first:last],
+                best.ids[first:last],
+                best.above[first:last],
+                count_above,
+            )
     return best
 
 
-def _reduced_chunk(queries: np.ndarray, reduced, block: np.ndarray, k: int, count_above: float, precision: str,
-                   device: str) -> TopK:  # fmt: skip
+def _reduced_chunk(
+    queries: np.ndarray, reduced, block: np.ndarray, k: int, count_above: float, precision: str, device: str
+) -> TopK:
     """Top-k of one chunk from a reduced-precision product, with every entry that could be in the exact
     top-k or above the threshold re-checked in float32: the result is the exact one."""
     import torch
@@ -193,13 +210,21 @@ def _reduced_chunk(queries: np.ndarray, reduced, block: np.ndarray, k: int, coun
     result = TopK.empty(len(queries), k)
     result.sims[rows[keep], rank[keep]] = exact[keep]
     result.ids[rows[keep], rank[keep]] = cols[keep]
-    return TopK(result.sims, result.ids, np.bincount(rows, weights=exact > count_above,
-                                                     minlength=len(queries)).astype(np.int64))  # fmt: skip
+    return TopK(
+        result.sims, result.ids, np.bincount(rows, weights=exact > count_above, minlength=len(queries)).astype(np.int64)
+    )
 
 
-def scan_matrix(eval_vectors: np.ndarray, corpus: np.ndarray, offset: int, k: int = DEFAULT_K,
-                chunk: int = DEFAULT_CHUNK, count_above: float = 0.9, precision: str = "float32",
-                device: str = "cpu") -> TopK:  # fmt: skip
+def scan_matrix(
+    eval_vectors: np.ndarray,
+    corpus: np.ndarray,
+    offset: int,
+    k: int = DEFAULT_K,
+    chunk: int = DEFAULT_CHUNK,
+    count_above: float = 0.9,
+    precision: str = "float32",
+    device: str = "cpu",
+) -> TopK:
     """Top-k of eval_vectors (n, d) against corpus rows (m, d), whose global ids start at `offset`.
 
     `precision` int8 computes the products in 8-bit integers on the CPU (int8.py), float16/bfloat16 in
@@ -259,19 +284,43 @@ def _scan_shard(eval_vectors: np.ndarray, job: tuple[str, int, int, int, float, 
         raise ValueError(f"{path}: {exc}") from exc
 
 
-def shard_key(path: str | Path, offset: int, eval_sha256: str, k: int, count_above: float, precision: str,
-              inputs: dict | None = None) -> str:  # fmt: skip
+def shard_key(
+    path: str | Path,
+    offset: int,
+    eval_sha256: str,
+    k: int,
+    count_above: float,
+    precision: str,
+    inputs: dict | None = None,
+) -> str:
     """Everything a shard's saved result was computed from: the shard file itself (not its name), its
     global offset, the eval vectors, k, the threshold, the precision and the caller's `inputs` (the
     corpus recipe)."""
-    return digest({"shard": file_identity(path), "offset": offset, "eval_sha256": eval_sha256, "k": k,
-                   "threshold": count_above, "precision": precision, "inputs": inputs or {}})  # fmt: skip
+    return digest(
+        {
+            "shard": file_identity(path),
+            "offset": offset,
+            "eval_sha256": eval_sha256,
+            "k": k,
+            "threshold": count_above,
+            "precision": precision,
+            "inputs": inputs or {},
+        }
+    )
 
 
-def scan_shards(eval_vectors: np.ndarray, shards: Iterable[tuple[str, Path, int]], work: Path,
-                k: int = DEFAULT_K, chunk: int = DEFAULT_CHUNK, count_above: float = 0.9,
-                runner: LocalRunner | RayRunner | None = None, precision: str = "float32",
-                device: str = "cpu", inputs: dict | None = None) -> TopK:  # fmt: skip
+def scan_shards(
+    eval_vectors: np.ndarray,
+    shards: Iterable[tuple[str, Path, int]],
+    work: Path,
+    k: int = DEFAULT_K,
+    chunk: int = DEFAULT_CHUNK,
+    count_above: float = 0.9,
+    runner: LocalRunner | RayRunner | None = None,
+    precision: str = "float32",
+    device: str = "cpu",
+    inputs: dict | None = None,
+) -> TopK:
     """Scan (name, .npy path, global offset) shards on `runner` (default in-process), then merge.
 
     Each shard's result is saved as it arrives under a key of everything it depends on (shard_key), so
@@ -280,8 +329,10 @@ def scan_shards(eval_vectors: np.ndarray, shards: Iterable[tuple[str, Path, int]
     shards = list(shards)
     queries = np.ascontiguousarray(eval_vectors, np.float32)
     eval_sha256 = array_sha256(queries)
-    done = {name: work / f"{name}.{shard_key(path, offset, eval_sha256, k, count_above, precision, inputs)[:20]}"
-                          ".topk.npz" for name, path, offset in shards}  # fmt: skip
+    done = {
+        name: work / f"{name}.{shard_key(path, offset, eval_sha256, k, count_above, precision, inputs)[:20]}.topk.npz"
+        for name, path, offset in shards
+    }
     todo = [(name, path, offset) for name, path, offset in shards if not done[name].exists()]
     jobs = [(str(path), offset, k, chunk, count_above, precision, device) for _, path, offset in todo]
     results = (runner or LocalRunner()).imap(_scan_shard, queries, jobs)

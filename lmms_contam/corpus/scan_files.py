@@ -17,8 +17,15 @@ class ScanOutputError(ValueError):
 
 
 SUMMARY_FIELDS = ("scan_version", "benchmark", "threshold", "k", "images", "recipe", "image_only_rate")
-MATCH_COLUMNS = ("original_id", "max_similarity", "matches_above_threshold", "top_ids", "top_similarities",
-                 "top_captions", "top_urls")  # fmt: skip
+MATCH_COLUMNS = (
+    "original_id",
+    "max_similarity",
+    "matches_above_threshold",
+    "top_ids",
+    "top_similarities",
+    "top_captions",
+    "top_urls",
+)
 
 
 def read_scan(scans: Path, benchmark: str) -> tuple[dict, pd.DataFrame]:

@@ -28,8 +28,9 @@ def _insert(row: int, value: float, corpus_id: int, values: np.ndarray, ids: np.
 
 
 @numba.njit(nogil=True, parallel=True, cache=True)
-def screen_tile(tile: np.ndarray, first_id: int, values: np.ndarray, ids: np.ndarray, above: np.ndarray,
-                count_above: float) -> None:  # fmt: skip
+def screen_tile(
+    tile: np.ndarray, first_id: int, values: np.ndarray, ids: np.ndarray, above: np.ndarray, count_above: float
+) -> None:
     """Offer each row of `tile` (corpus ids first_id, first_id + 1, ...) to the same row of the sorted
     `values`/`ids` (best first), and count its entries above `count_above` into `above`.
 
@@ -73,9 +74,18 @@ def exact_cosine(a: np.ndarray, b: np.ndarray) -> np.float32:
 
 
 @numba.njit(nogil=True, parallel=True, cache=True)
-def screen_int8_tile(tile: np.ndarray, corpus_bounds: np.ndarray, first_id: int, corpus_rows: np.ndarray,
-                     eval_bounds: np.ndarray, queries: np.ndarray, values: np.ndarray, ids: np.ndarray,
-                     above: np.ndarray, count_above: float) -> None:  # fmt: skip
+def screen_int8_tile(
+    tile: np.ndarray,
+    corpus_bounds: np.ndarray,
+    first_id: int,
+    corpus_rows: np.ndarray,
+    eval_bounds: np.ndarray,
+    queries: np.ndarray,
+    values: np.ndarray,
+    ids: np.ndarray,
+    above: np.ndarray,
+    count_above: float,
+) -> None:
     """Offer an int8 tile to the running exact top-k, recomputing exactly every entry that might matter.
 
     `tile[c, r]` is corpus row c (id first_id + c, float32 `corpus_rows[c]`) against eval row r

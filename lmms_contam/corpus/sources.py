@@ -93,12 +93,16 @@ def finish_corpus(corpus: Path, summary: CorpusSummary) -> None:
 def open_corpus(folder: str | Path) -> tuple[list[EmbeddingShard], Recipe]:
     folder = Path(folder)
     if (folder / "shards").is_dir() and not (folder / COMPLETE).is_file():
-        raise ValueError(f"{folder}: incomplete: an `embed-corpus` or `import datacomp` run into it did not "
-                         f"finish (no {COMPLETE}); rerun it (finished shards are reused)")  # fmt: skip
+        raise ValueError(
+            f"{folder}: incomplete: an `embed-corpus` or `import datacomp` run into it did not "
+            f"finish (no {COMPLETE}); rerun it (finished shards are reused)"
+        )
     recipe_path = folder / "recipe.json"
     if not recipe_path.exists():
-        raise ValueError(f"{folder}: no recipe.json; write how these vectors were made (model, weights, "
-                         "preprocessing, dtype) so they are only compared with vectors made the same way")  # fmt: skip
+        raise ValueError(
+            f"{folder}: no recipe.json; write how these vectors were made (model, weights, "
+            "preprocessing, dtype) so they are only compared with vectors made the same way"
+        )
     recipe = read_recipe(recipe_path)
     found = sorted((int(m[1]), p) for p in folder.rglob("img_emb_*.npy") if (m := SHARD.search(p.name)))
     if not found:
@@ -107,7 +111,7 @@ def open_corpus(folder: str | Path) -> tuple[list[EmbeddingShard], Recipe]:
     for number, path in found:
         metadata = next(iter(folder.rglob(f"metadata_{number}.parquet")), None)
         rows = _shard_rows(path, metadata)
-        shards.append(EmbeddingShard(path.stem, path, metadata, offset, rows))
+        shards.append(EmbeddingShard(name=path.stem, vectors=path, metadata=metadata, offset=offset, rows=rows))
         offset += rows
     return shards, recipe
 
@@ -133,10 +137,12 @@ def lookup(shards: list[EmbeddingShard], ids: np.ndarray, columns: tuple[str, ..
 
 def shard_files(corpus: Path, number: int) -> dict[str, Path]:
     """The files of shard `number` of a corpus that this package writes."""
-    return {"vectors": corpus / "img_emb" / f"img_emb_{number}.npy",
-            "metadata": corpus / "metadata" / f"metadata_{number}.parquet",
-            "inputs": corpus / "shards" / f"shard_{number}.json",
-            "skipped": corpus / "skipped" / f"skipped_{number}.jsonl"}  # fmt: skip
+    return {
+        "vectors": corpus / "img_emb" / f"img_emb_{number}.npy",
+        "metadata": corpus / "metadata" / f"metadata_{number}.parquet",
+        "inputs": corpus / "shards" / f"shard_{number}.json",
+        "skipped": corpus / "skipped" / f"skipped_{number}.jsonl",
+    }
 
 
 def reusable_shard(corpus: Path, number: int, inputs: str) -> dict | None:
@@ -148,8 +154,15 @@ def reusable_shard(corpus: Path, number: int, inputs: str) -> dict | None:
     return record if record.get("inputs_sha256") == inputs else None
 
 
-def write_shard(corpus: Path, number: int, inputs: str, record: dict, metadata: pa.Table | None,
-                vectors: np.ndarray | None, dtype: str) -> None:  # fmt: skip
+def write_shard(
+    corpus: Path,
+    number: int,
+    inputs: str,
+    record: dict,
+    metadata: pa.Table | None,
+    vectors: np.ndarray | None,
+    dtype: str,
+) -> None:
     """Replace shard `number`: the old vectors go first (they mark a shard done), then the metadata and the
     inputs record, the vectors last, so a crash anywhere leaves a shard that a rerun makes again. Without
     vectors (every image skipped) nothing but the removal happens."""

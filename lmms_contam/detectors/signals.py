@@ -86,16 +86,26 @@ def _strata(first_versions: list[ContamRecord]) -> list[str] | None:
     return strata if all(strata) else None
 
 
-def _order_signal(detector: str, items: dict[str, Versions], reference: Callable[[Versions], ContamRecord],
-                  changed: Callable[[Versions], int], n_excluded: int = 0) -> DetectorSignal:  # fmt: skip
+def _order_signal(
+    detector: str,
+    items: dict[str, Versions],
+    reference: Callable[[Versions], ContamRecord],
+    changed: Callable[[Versions], int],
+    n_excluded: int = 0,
+) -> DetectorSignal:
     first = [reference(versions) for versions in items.values()]
     comparison = stats.compare_paired(
         list(items), [r.correct for r in first], [changed(v) for v in items.values()], _strata(first)
-    )  # fmt: skip
+    )
     return DetectorSignal(
-        detector, comparison.n_pairs, comparison.acc_original, comparison.acc_perturbed, comparison.mcnemar_p,
-        comparison.right_to_wrong, n_excluded,
-    )  # fmt: skip
+        detector=detector,
+        n_items=comparison.n_pairs,
+        reference=comparison.acc_original,
+        score=comparison.acc_perturbed,
+        p_value=comparison.mcnemar_p,
+        n_changed=comparison.right_to_wrong,
+        n_excluded=n_excluded,
+    )
 
 
 def circular(records: Iterable[ContamRecord]) -> DetectorSignal:
@@ -108,17 +118,23 @@ def circular(records: Iterable[ContamRecord]) -> DetectorSignal:
 
     items = versions_by_item(records, complete)
     return _order_signal(
-        CIRCULAR, items, lambda versions: versions.get("rotation0") or versions[UNROTATED],
+        CIRCULAR,
+        items,
+        lambda versions: versions.get("rotation0") or versions[UNROTATED],
         lambda versions: int(all(r.correct for r in versions.values())),
         sum(UNROTATED in versions for versions in items.values()),
-    )  # fmt: skip
+    )
 
 
 def option_shuffle(records: Iterable[ContamRecord]) -> DetectorSignal:
     """MM-Detect's option-order sensitivity: the same item with its options shuffled so the gold moves."""
     items = versions_by_item(records, lambda versions: set(versions) == {"original_order", "shuffled"})
-    return _order_signal(OPTION_SHUFFLE, items, lambda versions: versions["original_order"],
-                         lambda versions: versions["shuffled"].correct)  # fmt: skip
+    return _order_signal(
+        OPTION_SHUFFLE,
+        items,
+        lambda versions: versions["original_order"],
+        lambda versions: versions["shuffled"].correct,
+    )
 
 
 def text_only(records: Iterable[ContamRecord]) -> DetectorSignal:
@@ -129,9 +145,13 @@ def text_only(records: Iterable[ContamRecord]) -> DetectorSignal:
     chance = [1.0 / r.n_options for r in kept]
     n = len(kept)
     return DetectorSignal(
-        TEXT_ONLY, n, sum(chance) / n if n else float("nan"), sum(correct) / n if n else float("nan"),
-        stats.above_chance_p(correct, chance), sum(correct),
-    )  # fmt: skip
+        detector=TEXT_ONLY,
+        n_items=n,
+        reference=sum(chance) / n if n else float("nan"),
+        score=sum(correct) / n if n else float("nan"),
+        p_value=stats.above_chance_p(correct, chance),
+        n_changed=sum(correct),
+    )
 
 
 def text_only_against(
@@ -144,15 +164,22 @@ def text_only_against(
     theirs = versions_by_item(baseline_records, lambda versions: set(versions) == {TEXT_ONLY})
     shared = sorted(set(ours) & set(theirs))
     if len(shared) < len(ours):
-        logger.warning(f"lmms-contam: the text-only baseline {baseline} lacks {len(ours) - len(shared)} of the "
-                       f"{len(ours)} item(s); the comparison uses the {len(shared)} in both")  # fmt: skip
+        logger.warning(
+            f"lmms-contam: the text-only baseline {baseline} lacks {len(ours) - len(shared)} of the "
+            f"{len(ours)} item(s); the comparison uses the {len(shared)} in both"
+        )
     comparison = stats.compare_paired(
         shared, [theirs[i][TEXT_ONLY].correct for i in shared], [ours[i][TEXT_ONLY].correct for i in shared]
-    )  # fmt: skip
+    )
     return DetectorSignal(
-        TEXT_ONLY, comparison.n_pairs, comparison.acc_original, comparison.acc_perturbed, comparison.mcnemar_p,
-        sum(ours[i][TEXT_ONLY].correct for i in shared), baseline=baseline,
-    )  # fmt: skip
+        detector=TEXT_ONLY,
+        n_items=comparison.n_pairs,
+        reference=comparison.acc_original,
+        score=comparison.acc_perturbed,
+        p_value=comparison.mcnemar_p,
+        n_changed=sum(ours[i][TEXT_ONLY].correct for i in shared),
+        baseline=baseline,
+    )
 
 
 SIGNALS: dict[str, Callable[[Iterable[ContamRecord]], DetectorSignal]] = {

@@ -27,8 +27,10 @@ def read_runs(paths: Iterable[str | Path]) -> Loaded:
     for path in map(Path, paths):
         lmms_eval, vlmevalkit = _written_by(path)
         if not (lmms_eval or vlmevalkit):
-            raise ReportInputError(f"{path}: neither an lmms-eval output (*_results.json, *_samples_<task>.jsonl) "
-                                   "nor a VLMEvalKit work dir (*_result.xlsx, .tsv or .json)")  # fmt: skip
+            raise ReportInputError(
+                f"{path}: neither an lmms-eval output (*_results.json, *_samples_<task>.jsonl) "
+                "nor a VLMEvalKit work dir (*_result.xlsx, .tsv or .json)"
+            )
         if lmms_eval:
             by_host[True].append(path)
         if vlmevalkit:

@@ -58,8 +58,9 @@ def _answer_text(item: Item) -> str:
     return item.answer  # open-ended: the answer is its own text
 
 
-def build(scans: str | Path, benchmark: str, originals: str | None, threshold: float | None = None,
-          top_k: int | None = None) -> ScanInput:  # fmt: skip
+def build(
+    scans: str | Path, benchmark: str, originals: str | None, threshold: float | None = None, top_k: int | None = None
+) -> ScanInput:
     """Candidates from a scan; threshold defaults to the scan's own (the image-only threshold)."""
     scans = Path(scans)
     summary, matches = read_scan(scans, benchmark)
@@ -85,8 +86,11 @@ def build(scans: str | Path, benchmark: str, originals: str | None, threshold: f
                 f"{scans / (benchmark + '.matches.parquet')}: row {number} ({row.original_id}): "
                 f"{len(row.top_captions)} captions but {len(row.top_similarities)} similarities"
             )
-        pairs = [(str(c or "").strip(), float(s)) for c, s in zip(row.top_captions, row.top_similarities, strict=True)
-                 if float(s) > threshold][:top_k]  # fmt: skip
+        pairs = [
+            (str(c or "").strip(), float(s))
+            for c, s in zip(row.top_captions, row.top_similarities, strict=True)
+            if float(s) > threshold
+        ][:top_k]
         if not pairs:
             continue
         captioned = [(c, s) for c, s in pairs if c]
@@ -97,9 +101,23 @@ def build(scans: str | Path, benchmark: str, originals: str | None, threshold: f
         found.append((str(row.original_id), captioned))
     items = loaders.items_of(benchmark, rows, {original_id for original_id, _ in found})
     candidates = [
-        MatchedSample(benchmark, item.original_id, item.question, tuple(item.options), item.answer, _answer_text(item),
-                  tuple(c[:MAX_CAPTION_CHARS] for c, _ in captioned), tuple(s for _, s in captioned))
+        MatchedSample(
+            benchmark=benchmark,
+            original_id=item.original_id,
+            question=item.question,
+            options=tuple(item.options),
+            answer=item.answer,
+            answer_text=_answer_text(item),
+            captions=tuple(c[:MAX_CAPTION_CHARS] for c, _ in captioned),
+            similarities=tuple(s for _, s in captioned),
+        )
         for item, captioned in ((items[original_id], captioned) for original_id, captioned in found)
-    ]  # fmt: skip
+    ]
     summary = {**summary, "judge_threshold": threshold, "judge_top_k": top_k}
-    return ScanInput(summary, candidates, len(scanned), without_captions, truncated)
+    return ScanInput(
+        summary=summary,
+        candidates=candidates,
+        samples=len(scanned),
+        without_captions=without_captions,
+        truncated=truncated,
+    )

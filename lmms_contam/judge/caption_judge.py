@@ -84,8 +84,9 @@ def prompt(candidate: MatchedSample, settings: CaptionJudgeSettings) -> str:
     )
 
 
-def judge_captions(client: ChatClient, store: StageStore, candidate: MatchedSample, settings: CaptionJudgeSettings,
-                   replica: int = 0) -> tuple[dict, bool]:  # fmt: skip
+def judge_captions(
+    client: ChatClient, store: StageStore, candidate: MatchedSample, settings: CaptionJudgeSettings, replica: int = 0
+) -> tuple[dict, bool]:
     """The stored verdict record and whether it came from the cache. Replicas > 0 are independent
     re-judgements (another seed), for the agreement rate."""
     params = settings.request_params(caption_verdict_schema(len(candidate.captions)), replica)
@@ -107,10 +108,15 @@ def judge_captions(client: ChatClient, store: StageStore, candidate: MatchedSamp
             break
     outcome = UNJUDGED if verdict is None else (ANSWERABLE if verdict.answerable else NOT_ANSWERABLE)
     record = {
-        "outcome": outcome, "caption": verdict.caption if verdict else None,
-        "reason": verdict.reason if verdict else "no usable JSON verdict after "
-        f"{len(replies)} call(s)", "replies": replies, "model": model, "input_tokens": tokens[0],
-        "output_tokens": tokens[1], "cost_usd": cost, "template_sha256": settings.template_sha256,
+        "outcome": outcome,
+        "caption": verdict.caption if verdict else None,
+        "reason": verdict.reason if verdict else f"no usable JSON verdict after {len(replies)} call(s)",
+        "replies": replies,
+        "model": model,
+        "input_tokens": tokens[0],
+        "output_tokens": tokens[1],
+        "cost_usd": cost,
+        "template_sha256": settings.template_sha256,
         "replica": replica,
-    }  # fmt: skip
+    }
     return store.put(STAGE, key, inputs, record), False

@@ -25,23 +25,42 @@ from lmms_contam.store import StageStore
 JUDGE_VERSION = 1
 
 
-def _verdicts(endpoint: EndpointConfig, settings: CaptionJudgeSettings, store: StageStore, found: list, replica: int,
-              benchmark: str) -> tuple[list[dict], dict, CallOutcomes]:  # fmt: skip
+def _verdicts(
+    endpoint: EndpointConfig,
+    settings: CaptionJudgeSettings,
+    store: StageStore,
+    found: list,
+    replica: int,
+    benchmark: str,
+) -> tuple[list[dict], dict, CallOutcomes]:
     """One judge's records for every candidate (an API failure after the SDK's retries is unjudged)."""
     client = ChatClient(endpoint, stage=f"judge {endpoint.model}" + (f" (replica {replica})" if replica else ""))
-    outcomes = client.map(lambda c: judge_captions(client, store, c, settings, replica), found,
-                          desc=f"judging {benchmark} ({endpoint.model})")  # fmt: skip
+    outcomes = client.map(
+        lambda c: judge_captions(client, store, c, settings, replica),
+        found,
+        desc=f"judging {benchmark} ({endpoint.model})",
+    )
     records, hits = [], 0
     for outcome in outcomes:
         if isinstance(outcome, BaseException):
-            records.append({"outcome": UNJUDGED, "caption": None, "reason": f"API error: {client.describe(outcome)}",
-                            "model": endpoint.model})  # fmt: skip
+            records.append(
+                {
+                    "outcome": UNJUDGED,
+                    "caption": None,
+                    "reason": f"API error: {client.describe(outcome)}",
+                    "model": endpoint.model,
+                }
+            )
         else:
             record, cached = outcome
             hits += cached
             records.append(record)
-    usage = {**client.usage.as_dict(), "cache_hits": hits, "model": endpoint.model,
-             "api_failures": client.outcomes.failed}  # fmt: skip
+    usage = {
+        **client.usage.as_dict(),
+        "cache_hits": hits,
+        "model": endpoint.model,
+        "api_failures": client.outcomes.failed,
+    }
     return records, usage, client.outcomes
 
 
@@ -104,16 +123,29 @@ class JudgeSummary:
 
 
 def _agreement(first: list[dict], second: list[dict], label: str) -> Agreement:
-    pairs = [(a["outcome"], b["outcome"]) for a, b in zip(first, second, strict=True)
-             if UNJUDGED not in (a["outcome"], b["outcome"])]  # fmt: skip
+    pairs = [
+        (a["outcome"], b["outcome"])
+        for a, b in zip(first, second, strict=True)
+        if UNJUDGED not in (a["outcome"], b["outcome"])
+    ]
     agree = sum(a == b for a, b in pairs)
-    return Agreement(label, len(pairs), agree, agree / len(pairs) if pairs else float("nan"))
+    return Agreement(
+        second=label, judged_by_both=len(pairs), agree=agree, rate=agree / len(pairs) if pairs else float("nan")
+    )
 
 
-def judge_benchmark(scans: str | Path, benchmark: str, *, originals: str | None = None,
-                    endpoint: EndpointConfig | None = None, settings: CaptionJudgeSettings | None = None,
-                    second: EndpointConfig | None = None, threshold: float | None = None,
-                    top_k: int | None = None, max_failure_rate: float = 0.5) -> JudgeSummary:  # fmt: skip
+def judge_benchmark(
+    scans: str | Path,
+    benchmark: str,
+    *,
+    originals: str | None = None,
+    endpoint: EndpointConfig | None = None,
+    settings: CaptionJudgeSettings | None = None,
+    second: EndpointConfig | None = None,
+    threshold: float | None = None,
+    top_k: int | None = None,
+    max_failure_rate: float = 0.5,
+) -> JudgeSummary:
     """Pre-filter every candidate; with an endpoint, judge it too (and again with `second`, for agreement).
 
     `second` may be the same endpoint: it then re-judges with another seed (replica 1). When no call of
@@ -123,10 +155,17 @@ def judge_benchmark(scans: str | Path, benchmark: str, *, originals: str | None 
     scans = Path(scans)
     data = candidates_mod.build(scans, benchmark, originals, threshold, top_k)
     hits = [prefilter(c) for c in data.candidates]
-    rows = [{"original_id": c.original_id, "captions": list(c.captions), "similarities": list(c.similarities),
-             "prefilter_hit": hit is not None, "prefilter_gram": hit.gram if hit else None,
-             "prefilter_caption": hit.caption + 1 if hit else None}
-            for c, hit in zip(data.candidates, hits, strict=True)]  # fmt: skip
+    rows = [
+        {
+            "original_id": c.original_id,
+            "captions": list(c.captions),
+            "similarities": list(c.similarities),
+            "prefilter_hit": hit is not None,
+            "prefilter_gram": hit.gram if hit else None,
+            "prefilter_caption": hit.caption + 1 if hit else None,
+        }
+        for c, hit in zip(data.candidates, hits, strict=True)
+    ]
     verdicts = None
     if endpoint is not None:
         settings = settings or CaptionJudgeSettings.from_file(DEFAULT_TEMPLATE)
@@ -137,23 +176,44 @@ def judge_benchmark(scans: str | Path, benchmark: str, *, originals: str | None 
         results = [_verdicts(e, settings, store, data.candidates, replica, benchmark) for e, replica in judges]
         for number, (records, _, _) in enumerate(results, 1):
             for row, record in zip(rows, records, strict=True):
-                row.update({f"judge{number}_outcome": record["outcome"], f"judge{number}_caption": record["caption"],
-                            f"judge{number}_reason": record["reason"]})  # fmt: skip
+                row.update(
+                    {
+                        f"judge{number}_outcome": record["outcome"],
+                        f"judge{number}_caption": record["caption"],
+                        f"judge{number}_reason": record["reason"],
+                    }
+                )
         counts = Counter(r["outcome"] for r in results[0][0])
         problems = failure_problems([outcomes for _, _, outcomes in results], max_failure_rate)
         agreement = None
         if second is not None:
             label = second.model + (" (another seed)" if second == endpoint else "")
             agreement = _agreement(results[0][0], results[1][0], label)
-        verdicts = Verdicts(settings.described(), dict(counts), counts[ANSWERABLE] / data.samples,
-                            (counts[ANSWERABLE] + counts[UNJUDGED]) / data.samples,
-                            [usage for _, usage, _ in results], not problems, problems, agreement)  # fmt: skip
+        verdicts = Verdicts(
+            settings=settings.described(),
+            counts=dict(counts),
+            image_text_rate=counts[ANSWERABLE] / data.samples,
+            image_text_rate_upper=(counts[ANSWERABLE] + counts[UNJUDGED]) / data.samples,
+            usage=[usage for _, usage, _ in results],
+            complete=not problems,
+            problems=problems,
+            agreement=agreement,
+        )
     summary = JudgeSummary(
-        JUDGE_VERSION, benchmark, data.samples, data.summary["judge_threshold"], data.summary["judge_top_k"],
-        data.summary.get("image_only_rate"), data.summary.get("recipe"), len(data.candidates),
-        data.without_captions, data.truncated, sum(h is not None for h in hits),
-        sum(h is not None for h in hits) / data.samples if data.samples else float("nan"), verdicts,
-    )  # fmt: skip
+        judge_version=JUDGE_VERSION,
+        benchmark=benchmark,
+        samples=data.samples,
+        threshold=data.summary["judge_threshold"],
+        top_k=data.summary["judge_top_k"],
+        image_only_rate=data.summary.get("image_only_rate"),
+        scan_recipe=data.summary.get("recipe"),
+        matched_with_captions=len(data.candidates),
+        matched_without_captions=data.without_captions,
+        captions_truncated=data.truncated,
+        prefilter_hits=sum(h is not None for h in hits),
+        prefilter_rate=sum(h is not None for h in hits) / data.samples if data.samples else float("nan"),
+        judge=verdicts,
+    )
     with atomic_path(scans / f"{benchmark}.judge.parquet") as tmp:
         pd.DataFrame(rows, columns=list(rows[0]) if rows else ["original_id"]).to_parquet(tmp)
     with atomic_path(scans / f"{benchmark}.judge.json") as tmp:

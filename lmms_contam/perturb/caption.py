@@ -25,14 +25,19 @@ class CaptionSettings(PromptSettings):
 
 
 def caption_messages(item: Item, new_answer: str, settings: CaptionSettings) -> list[dict]:
-    text = settings.template.format(question=item.question, options=listed_options(item.options),
-                                    original_answer=item.answer, new_answer=new_answer)  # fmt: skip
+    text = settings.template.format(
+        question=item.question, options=listed_options(item.options), original_answer=item.answer, new_answer=new_answer
+    )
     return [{"role": "user", "content": [image_part(item.image), {"type": "text", "text": text}]}]
 
 
 def caption_inputs(client: ChatClient, item: Item, new_answer: str, settings: CaptionSettings) -> dict:
-    return {"item": item.fingerprint(), "new_answer": new_answer, "endpoint": client.identity(),
-            "settings": settings.described()}  # fmt: skip
+    return {
+        "item": item.fingerprint(),
+        "new_answer": new_answer,
+        "endpoint": client.identity(),
+        "settings": settings.described(),
+    }
 
 
 def write_caption(

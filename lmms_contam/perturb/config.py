@@ -50,10 +50,11 @@ class PerturbConfig:
             "seed": self.seed,
             "caption": {"endpoint": self.caption_endpoint.as_dict(), **self.caption.described()},
             "generate": asdict(self.generate),
-            "judge": None if self.judge is None else {"endpoint": self.judge_endpoint.as_dict(),
-                                                      **self.judge.described()},
+            "judge": None
+            if self.judge is None
+            else {"endpoint": self.judge_endpoint.as_dict(), **self.judge.described()},
             "drift": asdict(self.drift),
-        }  # fmt: skip
+        }
 
 
 def read_recipe(path: Path, chain: tuple[Path, ...] = ()) -> dict:

@@ -178,23 +178,43 @@ class FluxEditor:
         prompts = [r.caption for r in batch]
         if s.backend == "kontext":
             return self._pipeline()(
-                prompt=prompts, image=[r.image.convert("RGB").resize(size) for r in batch], height=height,
-                width=width, num_inference_steps=s.steps, guidance_scale=s.guidance_scale, max_area=width * height,
+                prompt=prompts,
+                image=[r.image.convert("RGB").resize(size) for r in batch],
+                height=height,
+                width=width,
+                num_inference_steps=s.steps,
+                guidance_scale=s.guidance_scale,
+                max_area=width * height,
                 generator=[torch.Generator("cpu").manual_seed(r.seed) for r in batch],
-                max_sequence_length=s.max_sequence_length, _auto_resize=False,
-            ).images  # fmt: skip
+                max_sequence_length=s.max_sequence_length,
+                _auto_resize=False,
+            ).images
         edges = [s.control_image(r.image, size) for r in batch]
         if s.sampler == "xflux":
             return self._pipeline().sample(
-                prompts, edges, width=width, height=height, seeds=[r.seed for r in batch], steps=s.steps,
-                guidance_scale=s.guidance_scale, true_cfg_scale=s.true_cfg_scale, cfg_start_step=s.cfg_start_step,
-                conditioning_scale=s.conditioning_scale, negative_prompt=s.negative_prompt,
+                prompts,
+                edges,
+                width=width,
+                height=height,
+                seeds=[r.seed for r in batch],
+                steps=s.steps,
+                guidance_scale=s.guidance_scale,
+                true_cfg_scale=s.true_cfg_scale,
+                cfg_start_step=s.cfg_start_step,
+                conditioning_scale=s.conditioning_scale,
+                negative_prompt=s.negative_prompt,
                 max_sequence_length=s.max_sequence_length,
-            )  # fmt: skip
+            )
         return self._pipeline()(
-            prompt=prompts, control_image=edges, height=height, width=width, num_inference_steps=s.steps,
-            controlnet_conditioning_scale=s.conditioning_scale, guidance_scale=s.guidance_scale,
-            negative_prompt=[s.negative_prompt] * len(batch), true_cfg_scale=s.true_cfg_scale,
+            prompt=prompts,
+            control_image=edges,
+            height=height,
+            width=width,
+            num_inference_steps=s.steps,
+            controlnet_conditioning_scale=s.conditioning_scale,
+            guidance_scale=s.guidance_scale,
+            negative_prompt=[s.negative_prompt] * len(batch),
+            true_cfg_scale=s.true_cfg_scale,
             generator=[torch.Generator("cpu").manual_seed(r.seed) for r in batch],
             max_sequence_length=s.max_sequence_length,
-        ).images  # fmt: skip
+        ).images

@@ -70,8 +70,11 @@ def run(
     ready = _swapped(benchmark, items, config.seed, counts)[index::count]
     # 2. Caption: the VLM's edit caption for each.
     captioner = ChatClient(config.caption_endpoint, stage="caption")
-    captions = captioner.map(lambda job: write_caption(captioner, store, job.key, job.item, job.new_answer,
-                                                       config.caption), ready, desc="caption")  # fmt: skip
+    captions = captioner.map(
+        lambda job: write_caption(captioner, store, job.key, job.item, job.new_answer, config.caption),
+        ready,
+        desc="caption",
+    )
     captioned = []
     for job, caption in zip(ready, captions, strict=True):
         if isinstance(caption, BaseException):
@@ -83,8 +86,11 @@ def run(
     edited = _edited(captioned, editor, config, store)
     # 4. Judge each counterfactual (when the recipe has a judge).
     judge_client = ChatClient(config.judge_endpoint, stage="judge") if config.judge is not None else None
-    verdicts = (judge_client.map(judge_job(judge_client, store, config.judge), edited, desc="judge")
-                if judge_client else [None] * len(edited))  # fmt: skip
+    verdicts = (
+        judge_client.map(judge_job(judge_client, store, config.judge), edited, desc="judge")
+        if judge_client
+        else [None] * len(edited)
+    )
     # 5. Decide: the automatic outcome, unless a human's decision in review.json overrides it.
     decisions = load_decisions(out / "review.json")
     rows, candidates = [], []
@@ -103,17 +109,19 @@ def run(
         write_review(out, candidates, decisions)
     # 6. Write the set and its manifest, unless too many API calls failed (then nothing that looks complete).
     clients = [captioner, *([judge_client] if judge_client else [])]
-    summary = {"items": len(ready) + sum(counts["load"].values()) + sum(counts["swap"].values()),
-               "kept": len(rows), "skipped": {stage: dict(c) for stage, c in counts.items() if c},
-               "api_calls": {c.outcomes.stage: c.outcomes.as_dict() for c in clients}}  # fmt: skip
+    summary = {
+        "items": len(ready) + sum(counts["load"].values()) + sum(counts["swap"].values()),
+        "kept": len(rows),
+        "skipped": {stage: dict(c) for stage, c in counts.items() if c},
+        "api_calls": {c.outcomes.stage: c.outcomes.as_dict() for c in clients},
+    }
     problems = failure_problems([c.outcomes for c in clients], max_failure_rate)
     if problems:
         if count == 1:
             (out / "data.parquet").unlink(missing_ok=True)
-            _write_manifest(out, benchmark, config, editor, {**summary, "complete": False, "problems": problems},
-                            store)  # fmt: skip
+            _write_manifest(out, benchmark, config, editor, {**summary, "complete": False, "problems": problems}, store)
         raise TooManyFailures("; ".join(problems))
-    result = PerturbResult(summary["items"], summary["kept"], summary["skipped"], _cost(store))
+    result = PerturbResult(items=summary["items"], kept=summary["kept"], skipped=summary["skipped"], cost=_cost(store))
     if count > 1:
         return replace(result, shard=f"{index}/{count}")
     if rows:
@@ -146,25 +154,34 @@ def _edited(
     described = editor.describe()
 
     def inputs(job: CounterfactualJob) -> dict:
-        return {"image": image_sha256(job.item.image), "caption": job.caption,
-                "seed": config.generate.seed_for(job.key), "editor": described}  # fmt: skip
+        return {
+            "image": image_sha256(job.item.image),
+            "caption": job.caption,
+            "seed": config.generate.seed_for(job.key),
+            "editor": described,
+        }
 
     todo = [job for job in jobs if store.get_bytes(IMAGE_STAGE, job.key, inputs(job), ".png") is None]
     chunk = max(1, getattr(config.generate, "batch_size", 1)) * 4
     for start in tqdm(range(0, len(todo), chunk), desc="edit", disable=not todo):
         batch = todo[start : start + chunk]
-        requests = [EditRequest(job.key, job.item.image, job.caption, config.generate.seed_for(job.key))
-                    for job in batch]  # fmt: skip
+        requests = [
+            EditRequest(key=job.key, image=job.item.image, caption=job.caption, seed=config.generate.seed_for(job.key))
+            for job in batch
+        ]
         for job, image in zip(batch, editor.edit(requests), strict=True):
             buffer = io.BytesIO()
             image.save(buffer, format="PNG")
             store.put_bytes(IMAGE_STAGE, job.key, inputs(job), buffer.getvalue(), ".png")
-    return [job.with_image(Image.open(store.path(IMAGE_STAGE, job.key, ".png")).convert("RGB"), config.drift)
-            for job in jobs]  # fmt: skip
+    return [
+        job.with_image(Image.open(store.path(IMAGE_STAGE, job.key, ".png")).convert("RGB"), config.drift)
+        for job in jobs
+    ]
 
 
-def _write_manifest(out: Path, benchmark: str, config: PerturbConfig, editor: Editor, summary: dict,
-                    store: StageStore) -> None:  # fmt: skip
+def _write_manifest(
+    out: Path, benchmark: str, config: PerturbConfig, editor: Editor, summary: dict, store: StageStore
+) -> None:
     manifest = {
         "kind": "lmms-contam perturb",
         "lmms_contam_version": __version__,
@@ -180,19 +197,31 @@ def _write_manifest(out: Path, benchmark: str, config: PerturbConfig, editor: Ed
             "by": f"judge {config.judge_endpoint.model} and the drift check"
             if config.judge
             else "the drift check only (no judge in the recipe)",
-        },  # fmt: skip
+        },
         "cost": _cost(store),
     }
     with atomic_path(manifest_beside(out / "data.parquet")) as tmp:
         tmp.write_text(json.dumps(manifest, indent=2) + "\n")
 
 
-def _row(benchmark: str, job: CounterfactualJob, store: StageStore, config: PerturbConfig, verdict: dict | None,
-         decision: str) -> dict:  # fmt: skip
-    provenance = {"source": "lmms-contam perturb", "caption": job.caption,
-                  "edit_seed": config.generate.seed_for(job.key), "editor": config.generate.backend,
-                  "base_model": config.generate.base_model, "drift": job.drifted,
-                  "judge": None if verdict is None else verdict["outcome"], "human": decision}  # fmt: skip
+def _row(
+    benchmark: str,
+    job: CounterfactualJob,
+    store: StageStore,
+    config: PerturbConfig,
+    verdict: dict | None,
+    decision: str,
+) -> dict:
+    provenance = {
+        "source": "lmms-contam perturb",
+        "caption": job.caption,
+        "edit_seed": config.generate.seed_for(job.key),
+        "editor": config.generate.backend,
+        "base_model": config.generate.base_model,
+        "drift": job.drifted,
+        "judge": None if verdict is None else verdict["outcome"],
+        "human": decision,
+    }
     item = job.item
     return {
         "item_id": job.key,

@@ -45,8 +45,14 @@ def load_decisions(path: Path) -> dict[str, str]:
 
 
 def write_review(out: Path, candidates: list[Counterfactual], decisions: dict[str, str]) -> None:
-    entries = {c.job.key: {"decision": decisions.get(c.job.key, "auto"), "automatic": c.automatic,
-                           "original_id": c.job.item.original_id} for c in candidates}  # fmt: skip
+    entries = {
+        c.job.key: {
+            "decision": decisions.get(c.job.key, "auto"),
+            "automatic": c.automatic,
+            "original_id": c.job.item.original_id,
+        }
+        for c in candidates
+    }
     with atomic_path(out / "review.json") as tmp:
         tmp.write_text(json.dumps(entries, indent=1, sort_keys=True) + "\n")
     cards = []

@@ -34,14 +34,18 @@ def counterfactual_verdict_schema(n_options: int) -> dict:
         "schema": {
             "type": "object",
             "properties": {
-                "correct_options": {"type": "array", "items": {"type": "string", "enum": letters},
-                                    "maxItems": n_options, "uniqueItems": True},
+                "correct_options": {
+                    "type": "array",
+                    "items": {"type": "string", "enum": letters},
+                    "maxItems": n_options,
+                    "uniqueItems": True,
+                },
                 "reason": {"type": "string", "maxLength": 400},
             },
             "required": ["correct_options", "reason"],
             "additionalProperties": False,
         },
-    }  # fmt: skip
+    }
 
 
 @dataclass(frozen=True)
@@ -86,28 +90,50 @@ def failure_reason(error: BaseException) -> str:
 
 
 def judge_counterfactual(
-    client: ChatClient, store: StageStore, key: str, item: Item, image: Image.Image, new_letter: str,
+    client: ChatClient,
+    store: StageStore,
+    key: str,
+    item: Item,
+    image: Image.Image,
+    new_letter: str,
     settings: CounterfactualJudgeSettings,
-) -> dict:  # fmt: skip
+) -> dict:
     """Stored verdict: keep or reject. Reused only for the same image, question, options, new answer, model,
     server and settings. An unusable reply is stored as "unjudged" (its text and cost kept) and raised as
     UnusableReply, so it counts as a failed call; a rerun asks again."""
-    inputs = {"image": image_sha256(image), "question": item.question, "options": list(item.options),
-              "new_letter": new_letter, "endpoint": client.identity(), "settings": settings.described()}  # fmt: skip
+    inputs = {
+        "image": image_sha256(image),
+        "question": item.question,
+        "options": list(item.options),
+        "new_letter": new_letter,
+        "endpoint": client.identity(),
+        "settings": settings.described(),
+    }
     done = store.get(JUDGE_STAGE, key, inputs)
     if done is not None and done["outcome"] != UNJUDGED:
         return done
     prompt = settings.template.format(question=item.question, options=listed_options(item.options))
     params = settings.request_params(counterfactual_verdict_schema(len(item.options)))
-    result = client.complete([{"role": "user", "content": [image_part(image), {"type": "text", "text": prompt}]}],
-                             **params)  # fmt: skip
+    result = client.complete(
+        [{"role": "user", "content": [image_part(image), {"type": "text", "text": prompt}]}], **params
+    )
     correct = parse_counterfactual_verdict(result.text, len(item.options))
     outcome = UNJUDGED if correct is None else ("keep" if correct == [new_letter] else "reject")
-    stored = store.put(JUDGE_STAGE, key, inputs, {
-        "outcome": outcome, "correct_options": correct, "reply": result.text, "model": result.model,
-        "input_tokens": result.input_tokens, "output_tokens": result.output_tokens, "cost_usd": result.cost_usd,
-        "template_sha256": settings.template_sha256,
-    })  # fmt: skip
+    stored = store.put(
+        JUDGE_STAGE,
+        key,
+        inputs,
+        {
+            "outcome": outcome,
+            "correct_options": correct,
+            "reply": result.text,
+            "model": result.model,
+            "input_tokens": result.input_tokens,
+            "output_tokens": result.output_tokens,
+            "cost_usd": result.cost_usd,
+            "template_sha256": settings.template_sha256,
+        },
+    )
     if outcome == UNJUDGED:
         raise UnusableReply(f"the judge's reply names no option unambiguously: {result.text[:120]!r}")
     return stored
@@ -143,8 +169,9 @@ def _thumbnail(image: Image.Image, size: int, mode: str) -> np.ndarray:
 
 
 def drift(original: Image.Image, perturbed: Image.Image, settings: DriftSettings) -> dict:
-    change = float(np.abs(_thumbnail(original, settings.size, "RGB") - _thumbnail(perturbed, settings.size, "RGB"))
-                   .mean())  # fmt: skip
+    change = float(
+        np.abs(_thumbnail(original, settings.size, "RGB") - _thumbnail(perturbed, settings.size, "RGB")).mean()
+    )
     a, b = _thumbnail(original, settings.size, "L"), _thumbnail(perturbed, settings.size, "L")
     if a.std() == 0 or b.std() == 0:
         resemblance = 1.0 if change < settings.min_change else 0.0

@@ -71,8 +71,15 @@ def _read(path: Path) -> tuple[datasets.Dataset, str]:
 
 def _item(row: dict, benchmark: str) -> Item:
     extra = {name: row[name] for name in columns_for(benchmark).extra}
-    return Item(benchmark, row["original_id"], row["question"], tuple(row["options"]), row["original_answer"],
-                row["original_image"], extra)  # fmt: skip
+    return Item(
+        benchmark=benchmark,
+        original_id=row["original_id"],
+        question=row["question"],
+        options=tuple(row["options"]),
+        answer=row["original_answer"],
+        image=row["original_image"],
+        extra=extra,
+    )
 
 
 @dataclass(frozen=True)
@@ -88,8 +95,9 @@ class VerifiedSubset:
     cost_usd: float
 
 
-def verify_set(folder: str | Path, config: PerturbConfig, max_failure_rate: float = 0.5,
-               calibration: dict | None = None) -> VerifiedSubset:  # fmt: skip
+def verify_set(
+    folder: str | Path, config: PerturbConfig, max_failure_rate: float = 0.5, calibration: dict | None = None
+) -> VerifiedSubset:
     """Judge and drift-check every item of the set in `folder`; write the kept subset and its manifest (with
     the judge's `calibration` record, when one was measured). Raises llm.TooManyFailures (nothing written) when
     the judge's calls fail."""
@@ -102,11 +110,14 @@ def verify_set(folder: str | Path, config: PerturbConfig, max_failure_rate: floa
     store = StageStore(base / "verify-work")
     client = ChatClient(config.judge_endpoint, stage="judge")
     jobs = [
-        CounterfactualJob(row["item_id"], _item(row, benchmark), row["new_answer"],
-                          json.loads(row["provenance"] or "{}").get("caption") or "")
-        .with_image(row["image"].convert("RGB"), config.drift)
+        CounterfactualJob(
+            key=row["item_id"],
+            item=_item(row, benchmark),
+            new_answer=row["new_answer"],
+            caption=json.loads(row["provenance"] or "{}").get("caption") or "",
+        ).with_image(row["image"].convert("RGB"), config.drift)
         for row in rows
-    ]  # fmt: skip
+    ]
     verdicts = client.map(judge_job(client, store, config.judge), jobs, desc=f"verifying {benchmark}")
     problems = failure_problems([client.outcomes], max_failure_rate)
     if problems:
@@ -128,21 +139,42 @@ def verify_set(folder: str | Path, config: PerturbConfig, max_failure_rate: floa
             kept.append(number)
     write_review(out, candidates, decisions)
     manifest = {
-        "kind": "lmms-contam verify", "lmms_contam_version": __version__, "benchmark": benchmark,
-        "source": str(source), "source_sha256": hashlib.sha256(source.read_bytes()).hexdigest(),
-        "items": len(rows), "outcomes": dict(outcomes), "judge": config.resolved()["judge"],
-        "drift": config.resolved()["drift"], "api_calls": client.outcomes.as_dict(), "cost": store.cost(JUDGE_STAGE),
-        "verification": {"verified": True, "kept": len(kept), "of": len(rows),
-                         "by": f"lmms-contam verify (judge {config.judge_endpoint.model} and the drift check)",
-                         **({"calibration": calibration} if calibration else {})},
-    }  # fmt: skip
+        "kind": "lmms-contam verify",
+        "lmms_contam_version": __version__,
+        "benchmark": benchmark,
+        "source": str(source),
+        "source_sha256": hashlib.sha256(source.read_bytes()).hexdigest(),
+        "items": len(rows),
+        "outcomes": dict(outcomes),
+        "judge": config.resolved()["judge"],
+        "drift": config.resolved()["drift"],
+        "api_calls": client.outcomes.as_dict(),
+        "cost": store.cost(JUDGE_STAGE),
+        "verification": {
+            "verified": True,
+            "kept": len(kept),
+            "of": len(rows),
+            "by": f"lmms-contam verify (judge {config.judge_endpoint.model} and the drift check)",
+            **({"calibration": calibration} if calibration else {}),
+        },
+    }
     if not kept:
         earlier = " (an earlier run's subset there is left as it was)" if (out / "data.parquet").exists() else ""
-        raise PerturbedSetError(f"{source}: no item passed verification ({dict(outcomes)}); no subset written"
-                                f"{earlier}, see {out / 'review.html'}")  # fmt: skip
+        raise PerturbedSetError(
+            f"{source}: no item passed verification ({dict(outcomes)}); no subset written"
+            f"{earlier}, see {out / 'review.html'}"
+        )
     with atomic_path(out / "data.parquet") as tmp:
         rows.select(kept).to_parquet(str(tmp))
     with atomic_path(manifest_beside(out / "data.parquet")) as tmp:
         tmp.write_text(json.dumps(manifest, indent=2) + "\n")
     cost = manifest["cost"]
-    return VerifiedSubset(benchmark, out, len(rows), len(kept), dict(outcomes), cost["calls"], cost["usd"])
+    return VerifiedSubset(
+        benchmark=benchmark,
+        folder=out,
+        items=len(rows),
+        kept=len(kept),
+        outcomes=dict(outcomes),
+        judge_calls=cost["calls"],
+        cost_usd=cost["usd"],
+    )

@@ -49,13 +49,25 @@ class XFluxControlNetPipeline(FluxControlNetPipeline):
         device, dtype = self._execution_device, self.transformer.dtype
         batch = len(prompts)
         positive = self.encode_prompt(list(prompts), None, device=device, max_sequence_length=max_sequence_length)
-        negative = self.encode_prompt([negative_prompt] * batch, None, device=device,
-                                      max_sequence_length=max_sequence_length)  # fmt: skip
+        negative = self.encode_prompt(
+            [negative_prompt] * batch, None, device=device, max_sequence_length=max_sequence_length
+        )
         rows, cols = 2 * (height // (2 * self.vae_scale_factor)), 2 * (width // (2 * self.vae_scale_factor))
         channels = self.transformer.config.in_channels // 4
-        noise = torch.cat([torch.randn(1, channels, rows, cols, device=device, dtype=dtype,
-                                       generator=torch.Generator(device).manual_seed(seed))
-                           for seed in seeds])  # fmt: skip
+        noise = torch.cat(
+            [
+                torch.randn(
+                    1,
+                    channels,
+                    rows,
+                    cols,
+                    device=device,
+                    dtype=dtype,
+                    generator=torch.Generator(device).manual_seed(seed),
+                )
+                for seed in seeds
+            ]
+        )
         latents = self._pack_latents(noise, batch, channels, rows, cols)
         image_ids = self._prepare_latent_image_ids(batch, rows // 2, cols // 2, device, dtype)
         control = self._control_input(control_images, width, height)
@@ -65,16 +77,30 @@ class XFluxControlNetPipeline(FluxControlNetPipeline):
             embeds, pooled, text_ids = text
             guidance = torch.full((batch,), guidance_scale, device=device, dtype=torch.float32)
             blocks, single_blocks = self.controlnet(
-                hidden_states=latents, controlnet_cond=control, conditioning_scale=conditioning_scale, timestep=t,
-                guidance=guidance if self.controlnet.config.guidance_embeds else None, pooled_projections=pooled,
-                encoder_hidden_states=embeds, txt_ids=text_ids, img_ids=image_ids, return_dict=False,
-            )  # fmt: skip
+                hidden_states=latents,
+                controlnet_cond=control,
+                conditioning_scale=conditioning_scale,
+                timestep=t,
+                guidance=guidance if self.controlnet.config.guidance_embeds else None,
+                pooled_projections=pooled,
+                encoder_hidden_states=embeds,
+                txt_ids=text_ids,
+                img_ids=image_ids,
+                return_dict=False,
+            )
             return self.transformer(
-                hidden_states=latents, timestep=t, pooled_projections=pooled, encoder_hidden_states=embeds,
+                hidden_states=latents,
+                timestep=t,
+                pooled_projections=pooled,
+                encoder_hidden_states=embeds,
                 guidance=guidance if self.transformer.config.guidance_embeds else None,
-                controlnet_block_samples=blocks, controlnet_single_block_samples=single_blocks, txt_ids=text_ids,
-                img_ids=image_ids, return_dict=False, controlnet_blocks_repeat=repeat_blocks,
-            )[0]  # fmt: skip
+                controlnet_block_samples=blocks,
+                controlnet_single_block_samples=single_blocks,
+                txt_ids=text_ids,
+                img_ids=image_ids,
+                return_dict=False,
+                controlnet_blocks_repeat=repeat_blocks,
+            )[0]
 
         grid = schedule(steps, latents.shape[1])
         for step, (t_now, t_next) in enumerate(zip(grid[:-1], grid[1:], strict=True)):
@@ -85,16 +111,18 @@ class XFluxControlNetPipeline(FluxControlNetPipeline):
                 prediction = unwanted + true_cfg_scale * (prediction - unwanted)
             latents = latents + (t_next - t_now) * prediction
         unpacked = self._unpack_latents(latents, height, width, self.vae_scale_factor)
-        decoded = self.vae.decode(unpacked / self.vae.config.scaling_factor + self.vae.config.shift_factor,
-                                  return_dict=False)[0]  # fmt: skip
+        decoded = self.vae.decode(
+            unpacked / self.vae.config.scaling_factor + self.vae.config.shift_factor, return_dict=False
+        )[0]
         return self.image_processor.postprocess(decoded, output_type="pil")
 
     def _control_input(self, images: Sequence[Image.Image], width: int, height: int) -> torch.Tensor:
         """Pixels in [-1, 1] for XLabs' ControlNet (x-flux's); for a ControlNet without a hint block (InstantX's,
         which x-flux cannot run), packed VAE latents at the distribution's mode, where diffusers draws a sample."""
         device = self._execution_device
-        control = torch.cat([self.prepare_image(image, width, height, 1, 1, device, self.vae.dtype)
-                             for image in images])  # fmt: skip
+        control = torch.cat(
+            [self.prepare_image(image, width, height, 1, 1, device, self.vae.dtype) for image in images]
+        )
         if self.controlnet.input_hint_block is not None:
             return control.to(self.transformer.dtype)
         latents = retrieve_latents(self.vae.encode(control), sample_mode="argmax")

@@ -60,8 +60,15 @@ def parse_mmstar(row: dict, original_id: str) -> Item | Skipped:
     options = mmstar_options(row["question"])
     if options is None:
         return Skipped("mmstar", original_id, "options not found in the question")
-    return Item("mmstar", original_id, row["question"], tuple(options), row["answer"].strip(), row["image"],
-                {"category": row["category"], "l2_category": row["l2_category"]})  # fmt: skip
+    return Item(
+        benchmark="mmstar",
+        original_id=original_id,
+        question=row["question"],
+        options=tuple(options),
+        answer=row["answer"].strip(),
+        image=row["image"],
+        extra={"category": row["category"], "l2_category": row["l2_category"]},
+    )
 
 
 def parse_realworldqa(row: dict, original_id: str) -> Item | Skipped:
@@ -70,17 +77,28 @@ def parse_realworldqa(row: dict, original_id: str) -> Item | Skipped:
     if options and answer not in option_letters(len(options)):
         return Skipped("realworldqa", original_id, f"answer {answer!r} is not one of its option letters")
     # Open-ended items (no lettered options) keep options=() and their text answer.
-    return Item("realworldqa", original_id, row["question"], tuple(options), answer, row["image"])
+    return Item(
+        benchmark="realworldqa",
+        original_id=original_id,
+        question=row["question"],
+        options=tuple(options),
+        answer=answer,
+        image=row["image"],
+    )
 
 
 def parse_naturalbench(row: dict, original_id: str) -> Item:
     yes_no = row["Question_Type"] == "yes_no"
     group_id, slot = naturalbench_group(row, original_id)
     return Item(
-        "naturalbench", original_id, row["Question"], ("Yes", "No") if yes_no else ("A", "B"),
-        row["Answer"].strip(), row["Image"], {"question_type": row["Question_Type"], "group_id": group_id,
-                                              "group_slot": slot},
-    )  # fmt: skip
+        benchmark="naturalbench",
+        original_id=original_id,
+        question=row["Question"],
+        options=("Yes", "No") if yes_no else ("A", "B"),
+        answer=row["Answer"].strip(),
+        image=row["Image"],
+        extra={"question_type": row["Question_Type"], "group_id": group_id, "group_slot": slot},
+    )
 
 
 def parse_seedbench(row: dict, original_id: str) -> Item | Skipped:
@@ -88,8 +106,15 @@ def parse_seedbench(row: dict, original_id: str) -> Item | Skipped:
         frames = len(row["image"])
         return Skipped("seedbench", original_id, f"{row['data_type']} item with {frames} frames, not one image")
     options = tuple(row[f"choice_{letter}"] for letter in "abcd")
-    return Item("seedbench", original_id, row["question"], options, row["answer"].strip(), row["image"][0],
-                {"question_type_id": str(row.get("question_type_id", ""))})  # fmt: skip
+    return Item(
+        benchmark="seedbench",
+        original_id=original_id,
+        question=row["question"],
+        options=options,
+        answer=row["answer"].strip(),
+        image=row["image"][0],
+        extra={"question_type_id": str(row.get("question_type_id", ""))},
+    )
 
 
 def parse_mmbench(row: dict, original_id: str) -> Item | Skipped:
@@ -98,14 +123,28 @@ def parse_mmbench(row: dict, original_id: str) -> Item | Skipped:
         return Skipped("mmbench", original_id, f"circular copy of item {index % MMBENCH_COPY_OFFSET} (same image)")
     options = tuple(str(row[letter]) for letter in "ABCDE" if _present(row.get(letter)))
     question = f"{row['hint']} {row['question']}" if _present(row.get("hint")) else row["question"]
-    return Item("mmbench", original_id, question, options, row["answer"].strip(), row["image"],
-                {"category": row["category"], "l2_category": row["L2-category"]})  # fmt: skip
+    return Item(
+        benchmark="mmbench",
+        original_id=original_id,
+        question=question,
+        options=options,
+        answer=row["answer"].strip(),
+        image=row["image"],
+        extra={"category": row["category"], "l2_category": row["L2-category"]},
+    )
 
 
 def parse_ai2d(row: dict, original_id: str) -> Item:
     options = tuple(str(option) for option in row["options"])
     answer = option_letters(len(options))[int(row["answer"])]
-    return Item("ai2d", original_id, row["question"], options, answer, row["image"])
+    return Item(
+        benchmark="ai2d",
+        original_id=original_id,
+        question=row["question"],
+        options=options,
+        answer=answer,
+        image=row["image"],
+    )
 
 
 MMMU_IMAGE_TOKEN = re.compile(r"<image \d+>")
@@ -120,7 +159,14 @@ def parse_mmmu(row: dict, original_id: str) -> Item | Skipped:
     if images != {"<image 1>"}:
         return Skipped("mmmu", original_id, f"shows {len(images)} images, not one")
     options = tuple(str(option) for option in ast.literal_eval(row["options"]))
-    return Item("mmmu", original_id, row["question"], options, row["answer"].strip(), row["image_1"])
+    return Item(
+        benchmark="mmmu",
+        original_id=original_id,
+        question=row["question"],
+        options=options,
+        answer=row["answer"].strip(),
+        image=row["image_1"],
+    )
 
 
 def parse_scienceqa(row: dict, original_id: str) -> Item | Skipped:
@@ -130,7 +176,15 @@ def parse_scienceqa(row: dict, original_id: str) -> Item | Skipped:
         return Skipped("scienceqa", original_id, "no image")
     options = tuple(str(choice) for choice in row["choices"])
     answer = option_letters(len(options))[int(row["answer"])]
-    return Item("scienceqa", original_id, row["question"], options, answer, row["image"], {"hint": row["hint"] or ""})
+    return Item(
+        benchmark="scienceqa",
+        original_id=original_id,
+        question=row["question"],
+        options=options,
+        answer=answer,
+        image=row["image"],
+        extra={"hint": row["hint"] or ""},
+    )
 
 
 def naturalbench_group(row: dict, _original_id: str) -> tuple[str, str]:
@@ -146,8 +200,15 @@ def mme_group(_row: dict, original_id: str) -> tuple[str, str]:
 
 def parse_mme(row: dict, original_id: str) -> Item:
     group_id, slot = mme_group(row, original_id)
-    return Item("mme", original_id, row["question"], ("Yes", "No"), row["answer"].strip().rstrip("."), row["image"],
-                {"category": row["category"], "group_id": group_id, "group_slot": slot})  # fmt: skip
+    return Item(
+        benchmark="mme",
+        original_id=original_id,
+        question=row["question"],
+        options=("Yes", "No"),
+        answer=row["answer"].strip().rstrip("."),
+        image=row["image"],
+        extra={"category": row["category"], "group_id": group_id, "group_slot": slot},
+    )
 
 
 def occurrence_ids(values: list[Any]) -> list[str]:

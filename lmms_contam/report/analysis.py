@@ -85,7 +85,12 @@ def _category_deltas(original: list[ScoredItem], perturbed: list[ScoredItem]) ->
     for o, p in zip(original, perturbed, strict=True):
         by_category[o.stratum].append((o.correct, p.correct))
     return [
-        CategoryDelta(name, len(pairs), sum(a for a, _ in pairs) / len(pairs), sum(b for _, b in pairs) / len(pairs))
+        CategoryDelta(
+            name=name,
+            n=len(pairs),
+            acc_original=sum(a for a, _ in pairs) / len(pairs),
+            acc_perturbed=sum(b for _, b in pairs) / len(pairs),
+        )
         for name, pairs in sorted(by_category.items())
     ]
 
@@ -140,9 +145,11 @@ def analyse_detector(run: DetectorRun, text_only_baselines: dict[str, DetectorRu
     measured against it (MMStar's definition) instead of against chance."""
     baseline = (text_only_baselines or {}).get(run.benchmark) if run.detector == TEXT_ONLY else None
     if baseline is None:
-        return DetectorResult(run.model, run.benchmark, SIGNALS[run.detector](run.records), run.source)
+        return DetectorResult(
+            model=run.model, benchmark=run.benchmark, signal=SIGNALS[run.detector](run.records), source=run.source
+        )
     signal = text_only_against(run.records, baseline.records, baseline.model)
-    return DetectorResult(run.model, run.benchmark, signal, run.source)
+    return DetectorResult(model=run.model, benchmark=run.benchmark, signal=signal, source=run.source)
 
 
 @dataclass(frozen=True)
@@ -165,7 +172,9 @@ def analyse_scanned(run: ScannedRun) -> ScannedResult:
     records = run.records
     kinds = (flags.IMAGE_ONLY, flags.IMAGE_TEXT)
     return ScannedResult(
-        model=run.model, benchmark=run.benchmark, n_items=len(records),
+        model=run.model,
+        benchmark=run.benchmark,
+        n_items=len(records),
         accuracy=stats.accuracy([r["correct"] for r in records]),
         rates={kind: flags.rate(records, kind) for kind in kinds},
         subsets={kind: flags.subset_comparison(records, kind) for kind in kinds},
@@ -173,7 +182,7 @@ def analyse_scanned(run: ScannedRun) -> ScannedResult:
         n_unjudged=sum(r[flags.IMAGE_TEXT] == flags.UNJUDGED for r in records),
         judged=any(r[flags.IMAGE_TEXT] not in (flags.NO_JUDGE, flags.UNSCANNED) for r in records),
         source=run.source,
-    )  # fmt: skip
+    )
 
 
 @dataclass(frozen=True)

@@ -63,9 +63,15 @@ def accuracy_plot(results: list[BenchmarkResult]) -> str:
                 ]
             ):
                 axis.errorbar(
-                    x + (offset - 0.5) * 0.3, 100 * value, yerr=[[100 * (value - low)], [100 * (high - value)]],
-                    fmt="o", color=colour, capsize=4, markersize=8, label=label if x == 0 else None,
-                )  # fmt: skip
+                    x + (offset - 0.5) * 0.3,
+                    100 * value,
+                    yerr=[[100 * (value - low)], [100 * (high - value)]],
+                    fmt="o",
+                    color=colour,
+                    capsize=4,
+                    markersize=8,
+                    label=label if x == 0 else None,
+                )
         labels = [r.model.replace("$", r"\$") for r in rows]  # a `$` in model args is not mathtext
         axis.set_xticks(range(len(rows)), labels, rotation=20, ha="right", fontsize=8)
         axis.set_title(benchmark)
@@ -92,10 +98,11 @@ def category_plot(result: BenchmarkResult) -> str:
 def _table(header: list[str], rows: list[list[str]]) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join(
-        "<tr>" + "".join(f"<td>{_verdict_badge(cell) if cell in VERDICT_COLOUR else html.escape(cell)}</td>"
-                         for cell in row) + "</tr>"
+        "<tr>"
+        + "".join(f"<td>{_verdict_badge(cell) if cell in VERDICT_COLOUR else html.escape(cell)}</td>" for cell in row)
+        + "</tr>"
         for row in rows
-    )  # fmt: skip
+    )
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
@@ -138,10 +145,11 @@ def _matches_section(rates: BenchmarkRates) -> str:
     parts += [f'<p class="note">{html.escape(note)}</p>' for note in notes]
     for pair in pairs:
         images = "".join(
-            f'<figure><img alt="{label}" src="{uri}"><figcaption>{label}</figcaption></figure>' if uri
-            else f'<figure><figcaption>{label}: no local image</figcaption></figure>'
+            f'<figure><img alt="{label}" src="{uri}"><figcaption>{label}</figcaption></figure>'
+            if uri
+            else f"<figure><figcaption>{label}: no local image</figcaption></figure>"
             for label, uri in (("eval", pair.eval_image), ("corpus", pair.corpus_image))
-        )  # fmt: skip
+        )
         parts.append(
             f'<div class="pair">{images}<div><b>{html.escape(pair.eval_id)}</b>'
             f"<p>similarity {pair.similarity:.3f}; {pair.matches_above} corpus match(es) above the threshold</p>"
@@ -162,29 +170,47 @@ def to_html(analysed: Analysed) -> str:
     if results or analysed.scanned:
         sections += ["<h2>Leaderboard (points, verdict)</h2>", _table(*leaderboard_rows(analysed))]
     if results:
-        sections += ["<h2>Details</h2>", _table(*detail_rows(results)), "<p>Sets scored:</p><ul>",
-                     *(f"<li>{html.escape(line)}</li>" for line in set_sentences(results)), "</ul>"]  # fmt: skip
+        sections += [
+            "<h2>Details</h2>",
+            _table(*detail_rows(results)),
+            "<p>Sets scored:</p><ul>",
+            *(f"<li>{html.escape(line)}</li>" for line in set_sentences(results)),
+            "</ul>",
+        ]
     if analysed.scanned:
-        sections += ["<h2>Contaminated vs clean items</h2>", f"<p>{html.escape(scanned_legend(analysed))}</p>",
-                     _table(*scanned_rows(analysed))]  # fmt: skip
+        sections += [
+            "<h2>Contaminated vs clean items</h2>",
+            f"<p>{html.escape(scanned_legend(analysed))}</p>",
+            _table(*scanned_rows(analysed)),
+        ]
     if analysed.detectors:
-        sections += ["<h2>Peer detectors</h2>", f"<p>{html.escape(detector_legend(alpha))}</p>",
-                     _table(*detector_rows(analysed))]  # fmt: skip
+        sections += [
+            "<h2>Peer detectors</h2>",
+            f"<p>{html.escape(detector_legend(alpha))}</p>",
+            _table(*detector_rows(analysed)),
+        ]
     if analysed.rates:
-        sections += ["<h2>Contamination rates of the benchmarks</h2>", f"<p>{html.escape(RATES_LEGEND)}</p>",
-                     _table(*rate_rows(analysed))]  # fmt: skip
+        sections += [
+            "<h2>Contamination rates of the benchmarks</h2>",
+            f"<p>{html.escape(RATES_LEGEND)}</p>",
+            _table(*rate_rows(analysed)),
+        ]
         sections += [_matches_section(rates) for rates in analysed.rates]
     if results:
-        sections += ["<h2>Accuracy, original vs perturbed (95% CI)</h2>",
-                     f'<img alt="accuracy plot" src="{accuracy_plot(results)}">']  # fmt: skip
+        sections += [
+            "<h2>Accuracy, original vs perturbed (95% CI)</h2>",
+            f'<img alt="accuracy plot" src="{accuracy_plot(results)}">',
+        ]
     with_categories = [r for r in results if r.categories]
     if with_categories:
         sections.append("<h2>Per-category deltas</h2>")
         sections += [f'<img alt="category deltas" src="{category_plot(r)}">' for r in with_categories]
     for r in results:
         if r.group_metrics:
-            rows = [[v, *(f"{100 * m[k]:.1f}" for k in ("Acc", "Q_Acc", "I_Acc", "G_Acc"))]
-                    for v, m in r.group_metrics.items()]  # fmt: skip
+            rows = [
+                [v, *(f"{100 * m[k]:.1f}" for k in ("Acc", "Q_Acc", "I_Acc", "G_Acc"))]
+                for v, m in r.group_metrics.items()
+            ]
             sections.append(f"<h3>{html.escape(r.model)}: {r.benchmark} group metrics (%)</h3>")
             sections.append(_table(["version", "Acc", "Q_Acc", "I_Acc", "G_Acc"], rows))
     if any(r.flagged for r in results):

@@ -92,8 +92,9 @@ class Loaded:
     scanned: list[ScannedRun] = field(default_factory=list)
 
     def __add__(self, other: Loaded) -> Loaded:
-        return Loaded(self.benchmarks + other.benchmarks, self.detectors + other.detectors,
-                      self.scanned + other.scanned)  # fmt: skip
+        return Loaded(
+            self.benchmarks + other.benchmarks, self.detectors + other.detectors, self.scanned + other.scanned
+        )
 
 
 def text_only_baselines(loaded: Loaded, source: str) -> dict[str, DetectorRun]:
@@ -101,10 +102,14 @@ def text_only_baselines(loaded: Loaded, source: str) -> dict[str, DetectorRun]:
     is ambiguous."""
     runs = [run for run in loaded.detectors if run.detector == TEXT_ONLY]
     if not runs:
-        raise ReportInputError(f"--text-only-baseline {source}: no text-only runs there; run the base LLM on the "
-                               "*_text_only tasks with --log_samples (or on an export --family text_only)")  # fmt: skip
+        raise ReportInputError(
+            f"--text-only-baseline {source}: no text-only runs there; run the base LLM on the "
+            "*_text_only tasks with --log_samples (or on an export --family text_only)"
+        )
     models = sorted({run.model for run in runs})
     if len(models) > 1:
-        raise ReportInputError(f"--text-only-baseline {source}: holds the text-only runs of {len(models)} models "
-                               f"({', '.join(models)}); give the base LLM's alone")  # fmt: skip
+        raise ReportInputError(
+            f"--text-only-baseline {source}: holds the text-only runs of {len(models)} models "
+            f"({', '.join(models)}); give the base LLM's alone"
+        )
     return {run.benchmark: run for run in runs}

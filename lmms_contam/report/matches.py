@@ -74,9 +74,18 @@ def top_matches(rates: BenchmarkRates, n: int = MAX_SHOWN) -> tuple[list[MatchPa
     eval_images, eval_note = _eval_images(summary, set(ids))
     corpus, corpus_note = _corpus_rows(summary, [int(row[0]) for row in shown["top_ids"]])
     pairs = [
-        MatchPair(eval_id, float(similarity), int(above), meta["caption"], meta["url"], meta["source"],
-                  eval_images.get(eval_id), _corpus_image(meta["source"]))
-        for eval_id, similarity, above, meta in zip(ids, shown["max_similarity"], shown["matches_above_threshold"],
-                                                   corpus, strict=True)
-    ]  # fmt: skip
+        MatchPair(
+            eval_id=eval_id,
+            similarity=float(similarity),
+            matches_above=int(above),
+            caption=meta["caption"],
+            url=meta["url"],
+            corpus_source=meta["source"],
+            eval_image=eval_images.get(eval_id),
+            corpus_image=_corpus_image(meta["source"]),
+        )
+        for eval_id, similarity, above, meta in zip(
+            ids, shown["max_similarity"], shown["matches_above_threshold"], corpus, strict=True
+        )
+    ]
     return pairs, [note for note in (eval_note, corpus_note) if note]

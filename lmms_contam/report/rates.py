@@ -44,6 +44,16 @@ def load(folder: str | Path) -> list[BenchmarkRates]:
                 f"{judge_path}: made from another scan than {path} (benchmark or embedding recipe differs); "
                 f"rerun `lmms-contam judge {folder} --benchmark {benchmark}`"
             )
-        found.append(BenchmarkRates(benchmark, scan["images"], scan["threshold"], scan["image_only_rate"],
-                                    scan.get("rates", {}), scan["recipe"], judge, str(path)))  # fmt: skip
+        found.append(
+            BenchmarkRates(
+                benchmark=benchmark,
+                images=scan["images"],
+                threshold=scan["threshold"],
+                image_only_rate=scan["image_only_rate"],
+                sweep=scan.get("rates", {}),
+                recipe=scan["recipe"],
+                judge=judge,
+                source=str(path),
+            )
+        )
     return found

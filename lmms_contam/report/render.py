@@ -90,24 +90,47 @@ def to_json(analysed: Analysed) -> str:
             for r in results
         ],
         "rates": [
-            {"benchmark": r.benchmark, "images": r.images, "threshold": r.threshold,
-             "image_only_rate": r.image_only_rate, "sweep": r.sweep, "recipe": r.recipe, "judge": r.judge,
-             "source": r.source}
+            {
+                "benchmark": r.benchmark,
+                "images": r.images,
+                "threshold": r.threshold,
+                "image_only_rate": r.image_only_rate,
+                "sweep": r.sweep,
+                "recipe": r.recipe,
+                "judge": r.judge,
+                "source": r.source,
+            }
             for r in analysed.rates
         ],
         "detectors": [
-            {"model": d.model, "benchmark": d.benchmark, **d.signal.as_dict(), "flagged": d.signal.flagged(alpha),
-             "source": d.source}
+            {
+                "model": d.model,
+                "benchmark": d.benchmark,
+                **d.signal.as_dict(),
+                "flagged": d.signal.flagged(alpha),
+                "source": d.source,
+            }
             for d in analysed.detectors
         ],
         "scanned": [
-            {"model": r.model, "benchmark": r.benchmark, "n_items": r.n_items, "accuracy": r.accuracy,
-             "n_unscanned": r.n_unscanned, "n_unjudged": r.n_unjudged, "judged": r.judged, "source": r.source,
-             **{kind: {"rate": r.rates[kind], **asdict(subset), "verdict": subset.verdict(alpha)}
-                for kind, subset in r.subsets.items() if kind == IMAGE_ONLY or r.judged}}
+            {
+                "model": r.model,
+                "benchmark": r.benchmark,
+                "n_items": r.n_items,
+                "accuracy": r.accuracy,
+                "n_unscanned": r.n_unscanned,
+                "n_unjudged": r.n_unjudged,
+                "judged": r.judged,
+                "source": r.source,
+                **{
+                    kind: {"rate": r.rates[kind], **asdict(subset), "verdict": subset.verdict(alpha)}
+                    for kind, subset in r.subsets.items()
+                    if kind == IMAGE_ONLY or r.judged
+                },
+            }
             for r in analysed.scanned
         ],
-    }  # fmt: skip
+    }
     return json.dumps(_without_nan(payload), indent=2, allow_nan=False) + "\n"
 
 
@@ -122,8 +145,11 @@ def _without_nan(value: object) -> object:
 
 def _gap_cell(result: ScannedResult, alpha: float) -> str:
     kinds = (IMAGE_ONLY, IMAGE_TEXT) if result.judged else (IMAGE_ONLY,)
-    return "; ".join(f"{FLAG_LABELS[kind]} {_signed(result.subsets[kind].gap)} "
-                     f"({result.subsets[kind].verdict(alpha).split(' (')[0]})" for kind in kinds)  # fmt: skip
+    return "; ".join(
+        f"{FLAG_LABELS[kind]} {_signed(result.subsets[kind].gap)} "
+        f"({result.subsets[kind].verdict(alpha).split(' (')[0]})"
+        for kind in kinds
+    )
 
 
 def _signed(value: float) -> str:
@@ -150,14 +176,34 @@ def scanned_rows(analysed: Analysed) -> tuple[list[str], list[list[str]]]:
         for kind, subset in r.subsets.items():
             if kind == IMAGE_TEXT and not r.judged:
                 continue
-            rows.append([
-                r.model, r.benchmark, FLAG_LABELS[kind], str(r.n_items), pct(r.accuracy), pct(r.rates[kind]),
-                f"{pct(subset.acc_flagged)} ({subset.n_flagged})", f"{pct(subset.acc_clean)} ({subset.n_clean})",
-                f"{_signed(subset.gap)} [{_signed(subset.ci_low)}, {_signed(subset.ci_high)}]",
-                p_text(subset.p_value), subset.verdict(analysed.alpha),
-            ])  # fmt: skip
-    header = ["model", "benchmark", "flag", "items", "acc", "rate %", "acc flagged (n)", "acc clean (n)",
-              "gap [95% CI]", "Fisher p", "verdict"]  # fmt: skip
+            rows.append(
+                [
+                    r.model,
+                    r.benchmark,
+                    FLAG_LABELS[kind],
+                    str(r.n_items),
+                    pct(r.accuracy),
+                    pct(r.rates[kind]),
+                    f"{pct(subset.acc_flagged)} ({subset.n_flagged})",
+                    f"{pct(subset.acc_clean)} ({subset.n_clean})",
+                    f"{_signed(subset.gap)} [{_signed(subset.ci_low)}, {_signed(subset.ci_high)}]",
+                    p_text(subset.p_value),
+                    subset.verdict(analysed.alpha),
+                ]
+            )
+    header = [
+        "model",
+        "benchmark",
+        "flag",
+        "items",
+        "acc",
+        "rate %",
+        "acc flagged (n)",
+        "acc clean (n)",
+        "gap [95% CI]",
+        "Fisher p",
+        "verdict",
+    ]
     return header, rows
 
 
@@ -174,14 +220,37 @@ def scanned_legend(analysed: Analysed) -> str:
 
 
 def detail_rows(results: list[BenchmarkResult]) -> tuple[list[str], list[list[str]]]:
-    header = ["model", "benchmark", "host", "pairs", "acc original", "acc perturbed", "delta [95% CI]", "McNemar p",
-              "p (Holm)", "flagged", "verdict", "set"]  # fmt: skip
+    header = [
+        "model",
+        "benchmark",
+        "host",
+        "pairs",
+        "acc original",
+        "acc perturbed",
+        "delta [95% CI]",
+        "McNemar p",
+        "p (Holm)",
+        "flagged",
+        "verdict",
+        "set",
+    ]
     rows = [
-        [r.model, r.benchmark, r.host, str(r.comparison.n_pairs), pct(r.comparison.acc_original),
-         pct(r.comparison.acc_perturbed), delta_text(r), p_text(r.comparison.mcnemar_p), p_text(r.p_adjusted),
-         str(len(r.flagged)), MARK[r.verdict], r.scored_set.short() if r.scored_set else "unknown"]
+        [
+            r.model,
+            r.benchmark,
+            r.host,
+            str(r.comparison.n_pairs),
+            pct(r.comparison.acc_original),
+            pct(r.comparison.acc_perturbed),
+            delta_text(r),
+            p_text(r.comparison.mcnemar_p),
+            p_text(r.p_adjusted),
+            str(len(r.flagged)),
+            MARK[r.verdict],
+            r.scored_set.short() if r.scored_set else "unknown",
+        ]
         for r in results
-    ]  # fmt: skip
+    ]
     return header, rows
 
 
@@ -235,16 +304,30 @@ def rate_rows(analysed: Analysed) -> tuple[list[str], list[list[str]]]:
         elif judged.get("complete") is False:
             text_rate = f"none: the judge's API calls failed ({'; '.join(judged['problems'])})"
         else:
-            text_rate = (f"{pct(judged['image_text_rate'])} (up to {pct(judged['image_text_rate_upper'])}; "
-                         f"{judged['usage'][0]['model']})")  # fmt: skip
-        rows.append([
-            r.benchmark, str(r.images), f"{pct(r.image_only_rate)} (> {r.threshold})", text_rate,
-            pct(r.judge["prefilter_rate"]) if r.judge else "-",
-            str(judged["counts"].get("unjudged", 0)) if judged else "-",
-            f"{agreement['agree']} of {agreement['judged_by_both']}" if agreement else "-",
-        ])  # fmt: skip
-    header = ["benchmark", "images", "image-only rate % (similarity)", "image-text rate % (judge)",
-              "n-gram pre-filter %", "unjudged", "judge agreement"]  # fmt: skip
+            text_rate = (
+                f"{pct(judged['image_text_rate'])} (up to {pct(judged['image_text_rate_upper'])}; "
+                f"{judged['usage'][0]['model']})"
+            )
+        rows.append(
+            [
+                r.benchmark,
+                str(r.images),
+                f"{pct(r.image_only_rate)} (> {r.threshold})",
+                text_rate,
+                pct(r.judge["prefilter_rate"]) if r.judge else "-",
+                str(judged["counts"].get("unjudged", 0)) if judged else "-",
+                f"{agreement['agree']} of {agreement['judged_by_both']}" if agreement else "-",
+            ]
+        )
+    header = [
+        "benchmark",
+        "images",
+        "image-only rate % (similarity)",
+        "image-text rate % (judge)",
+        "n-gram pre-filter %",
+        "unjudged",
+        "judge agreement",
+    ]
     return header, rows
 
 
@@ -294,8 +377,14 @@ def to_markdown(analysed: Analysed) -> str:
         parts += ["Sets scored:", "", *(f"- {markdown_text(line)}" for line in set_sentences(results)), ""]
         parts += ["Answers matched by:", "", *(f"- {markdown_text(line)}" for line in matching_sentences(results)), ""]
     if analysed.scanned:
-        parts += ["## Contaminated vs clean items", "", scanned_legend(analysed), "",
-                  _table(*scanned_rows(analysed)), ""]  # fmt: skip
+        parts += [
+            "## Contaminated vs clean items",
+            "",
+            scanned_legend(analysed),
+            "",
+            _table(*scanned_rows(analysed)),
+            "",
+        ]
     if analysed.detectors:
         parts += ["## Peer detectors", "", detector_legend(alpha), "", _table(*detector_rows(analysed)), ""]
     if analysed.rates:

@@ -36,21 +36,29 @@ class SetStatus:
         c = self.calibration
         if not c:
             return ""
-        text = (f" Its judge kept {c['keep_flawed']:.1%} of {c['flawed']} flawed and rejected "
-                f"{c['reject_good']:.1%} of {c['good']} good procedural counterfactuals (`verify --calibrate`; a "
-                "lower bound on its errors).")  # fmt: skip
+        text = (
+            f" Its judge kept {c['keep_flawed']:.1%} of {c['flawed']} flawed and rejected "
+            f"{c['reject_good']:.1%} of {c['good']} good procedural counterfactuals (`verify --calibrate`; a "
+            "lower bound on its errors)."
+        )
         if c.get("above_safe"):
-            text += (f" WARNING: that keep rate is above the {c['safe_keep_flawed']:.0%} up to which the "
-                     f"judge-quality study accused no clean model: {FLAWED_COUNTERFACTUALS} it kept.")  # fmt: skip
+            text += (
+                f" WARNING: that keep rate is above the {c['safe_keep_flawed']:.0%} up to which the "
+                f"judge-quality study accused no clean model: {FLAWED_COUNTERFACTUALS} it kept."
+            )
         return text
 
     def sentence(self) -> str:
         if self.verified:
-            return (f"{self.benchmark}: verified by {self.by}; {self.kept} of {self.of} items kept "
-                    f"({self.location}).{self.calibrated()}")  # fmt: skip
+            return (
+                f"{self.benchmark}: verified by {self.by}; {self.kept} of {self.of} items kept "
+                f"({self.location}).{self.calibrated()}"
+            )
         if self.verified is False:
-            return (f"{self.benchmark}: NOT verified ({self.by}): {FLAWED_COUNTERFACTUALS}; run `lmms-contam verify "
-                    f"{self.benchmark}` ({self.location}).")  # fmt: skip
+            return (
+                f"{self.benchmark}: NOT verified ({self.by}): {FLAWED_COUNTERFACTUALS}; run `lmms-contam verify "
+                f"{self.benchmark}` ({self.location})."
+            )
         return f"{self.benchmark}: verification unknown ({self.by}); {FLAWED_COUNTERFACTUALS} if it was not verified."
 
     def as_dict(self) -> dict:
@@ -72,7 +80,7 @@ def set_status(benchmark: str, scored_manifest: str | None = None) -> SetStatus:
     try:
         location = resolve(benchmark, fetch=False)
     except PerturbedSetError:
-        return SetStatus(benchmark, None, None, "no set resolves on this machine")
+        return SetStatus(benchmark=benchmark, location=None, verified=None, by="no set resolves on this machine")
     here = manifest_sha256(location)
     if scored_manifest is not None and here != scored_manifest:
         found = f"manifest SHA-256 {here[:12]}" if here else "no manifest"
@@ -83,7 +91,16 @@ def set_status(benchmark: str, scored_manifest: str | None = None) -> SetStatus:
         )
     record = (_manifest(location) or {}).get("verification")
     if not isinstance(record, dict) or not isinstance(record.get("verified"), bool):
-        return SetStatus(benchmark, location.value, None, "no verification record beside the set")
+        return SetStatus(
+            benchmark=benchmark, location=location.value, verified=None, by="no verification record beside the set"
+        )
     calibration = record.get("calibration") if isinstance(record.get("calibration"), dict) else None
-    return SetStatus(benchmark, location.value, record["verified"], str(record.get("by", "")), record.get("kept"),
-                     record.get("of"), calibration)  # fmt: skip
+    return SetStatus(
+        benchmark=benchmark,
+        location=location.value,
+        verified=record["verified"],
+        by=str(record.get("by", "")),
+        kept=record.get("kept"),
+        of=record.get("of"),
+        calibration=calibration,
+    )

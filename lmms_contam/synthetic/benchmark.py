@@ -55,8 +55,15 @@ def control_examples(count: int, seed: int) -> list[Example]:
 
 def to_item(item_id: str, scene: Scene) -> Item:
     kind = KINDS[scene.kind]
-    return Item(BENCHMARK, item_id, scene.question_text(), kind.options, scene.letter, render(scene),
-                {"category": scene.kind, "l2_category": scene.kind})  # fmt: skip
+    return Item(
+        benchmark=BENCHMARK,
+        original_id=item_id,
+        question=scene.question_text(),
+        options=kind.options,
+        answer=scene.letter,
+        image=render(scene),
+        extra={"category": scene.kind, "l2_category": scene.kind},
+    )
 
 
 def swapped_answer(item: Item, seed: int) -> int:
@@ -123,22 +130,24 @@ def build_test_set(count: int, out: str | Path, seed: int = 0, flaw_rate: float 
         item = to_item(item_id, scene)
         new_index = swapped_answer(item, seed)
         new_answer = option_letters(4)[new_index]
-        request = EditRequest(item_id, item.image, item.options[new_index], seed)
+        request = EditRequest(key=item_id, image=item.image, caption=item.options[new_index], seed=seed)
         (edited,) = editor.edit([request])
-        rows.append({
-            "item_id": item_id,
-            "original_id": item_id,
-            "benchmark": BENCHMARK,
-            "question": item.question,
-            "options": list(item.options),
-            "original_answer": item.answer,
-            "new_answer": new_answer,
-            "original_image": item.image,
-            "image": edited,
-            "provenance": json.dumps({"generator": "lmms_contam.synthetic", "seed": seed, **editor.describe()}),
-            "schema_version": SCHEMA_VERSION,
-            **item.extra,
-        })  # fmt: skip
+        rows.append(
+            {
+                "item_id": item_id,
+                "original_id": item_id,
+                "benchmark": BENCHMARK,
+                "question": item.question,
+                "options": list(item.options),
+                "original_answer": item.answer,
+                "new_answer": new_answer,
+                "original_image": item.image,
+                "image": edited,
+                "provenance": json.dumps({"generator": "lmms_contam.synthetic", "seed": seed, **editor.describe()}),
+                "schema_version": SCHEMA_VERSION,
+                **item.extra,
+            }
+        )
     out = Path(out)
     if flaw_rate:  # written before the set, so a set never stands without its flaw record
         record = {"flaw_rate": flaw_rate, "shares": flaws.FLAW_SHARES, "items": editor.flaws}
@@ -146,13 +155,27 @@ def build_test_set(count: int, out: str | Path, seed: int = 0, flaw_rate: float 
             tmp.write_text(json.dumps(record, indent=2) + "\n")
     written = write_parquet(rows, BENCHMARK, out)
     verification = (
-        {"verified": False, "kept": None, "of": count, "by": f"nobody: {flaw_rate:.0%} of the counterfactuals are "
-         "flawed on purpose (the flaw study)"} if flaw_rate else
-        {"verified": True, "kept": count, "of": count, "by": "construction (the procedural editor draws the ideal "
-         "counterfactual)"}
-    )  # fmt: skip
-    manifest = {"kind": "lmms-contam synthetic", "items": count, "seed": seed, "flaw_rate": flaw_rate,
-                "verification": verification}  # fmt: skip
+        {
+            "verified": False,
+            "kept": None,
+            "of": count,
+            "by": f"nobody: {flaw_rate:.0%} of the counterfactuals are flawed on purpose (the flaw study)",
+        }
+        if flaw_rate
+        else {
+            "verified": True,
+            "kept": count,
+            "of": count,
+            "by": "construction (the procedural editor draws the ideal counterfactual)",
+        }
+    )
+    manifest = {
+        "kind": "lmms-contam synthetic",
+        "items": count,
+        "seed": seed,
+        "flaw_rate": flaw_rate,
+        "verification": verification,
+    }
     with atomic_path(manifest_beside(written)) as tmp:
         tmp.write_text(json.dumps(manifest, indent=2) + "\n")
     return written

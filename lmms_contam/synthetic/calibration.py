@@ -61,7 +61,11 @@ def calibration_items(count: int, size: tuple[int, int] | None = None) -> list[C
             image = flaws.flawed_image(scene, new, flaw, item_id) if flaw else render(counterfactual(scene, new))
             if size and image.size != tuple(size):
                 image = image.resize(tuple(size), Image.Resampling.NEAREST)  # the colours stay exact
-            items.append(CalibrationItem(f"{PREFIX}:{item_id}", item, image, option_letters(4)[new], flaw))
+            items.append(
+                CalibrationItem(
+                    key=f"{PREFIX}:{item_id}", item=item, image=image, new_letter=option_letters(4)[new], flaw=flaw
+                )
+            )
         start += count
     return items
 
@@ -99,8 +103,9 @@ def _rate(k: int, n: int) -> tuple[float, tuple[float, float]]:
     return k / n, (round(float(interval.low), 4), round(float(interval.high), 4))
 
 
-def calibrate(config: PerturbConfig, work: Path, count: int, size: tuple[int, int] | None,
-              max_failure_rate: float = 0.5) -> Calibration:  # fmt: skip
+def calibrate(
+    config: PerturbConfig, work: Path, count: int, size: tuple[int, int] | None, max_failure_rate: float = 0.5
+) -> Calibration:
     """Ask the configured judge about `count` calibration items; raises TooManyFailures as `verify` does."""
     if config.judge is None:
         raise ValueError("the recipe has no verify.judge section: calibration needs a judge model")
@@ -111,8 +116,7 @@ def calibrate(config: PerturbConfig, work: Path, count: int, size: tuple[int, in
     store = StageStore(work)
 
     def ask(entry: CalibrationItem) -> dict:
-        return judge_counterfactual(client, store, entry.key, entry.item, entry.image, entry.new_letter,
-                                    config.judge)  # fmt: skip
+        return judge_counterfactual(client, store, entry.key, entry.item, entry.image, entry.new_letter, config.judge)
 
     verdicts = client.map(ask, items, desc="calibrating the judge")
     problems = failure_problems([client.outcomes], max_failure_rate)
@@ -125,8 +129,11 @@ def calibrate(config: PerturbConfig, work: Path, count: int, size: tuple[int, in
     good_rejected = sum(v["outcome"] != "keep" for _, v in good)
     keep_flawed, keep_ci = _rate(flawed_kept, len(flawed))
     reject_good, reject_ci = _rate(good_rejected, len(good))
-    by_kind = {kind: f"{sum(v['outcome'] == 'keep' for e, v in flawed if e.flaw == kind)}/"
-                     f"{sum(e.flaw == kind for e, _ in flawed)}" for kind in flaws.FLAW_SHARES}  # fmt: skip
+    by_kind = {
+        kind: f"{sum(v['outcome'] == 'keep' for e, v in flawed if e.flaw == kind)}/"
+        f"{sum(e.flaw == kind for e, _ in flawed)}"
+        for kind in flaws.FLAW_SHARES
+    }
     return Calibration(
         judge=config.judge_endpoint.model,
         items=len(items),
@@ -148,14 +155,18 @@ def calibrate(config: PerturbConfig, work: Path, count: int, size: tuple[int, in
 def summary(calibration: Calibration) -> str:
     """What `verify --calibrate` prints."""
     c = calibration
-    lines = [f"judge calibration ({c.items} procedural counterfactuals at {c.image_size[0]}x{c.image_size[1]}, "
-             f"{c.failed} unanswered):",
-             f"  keeps flawed: {c.flawed_kept}/{c.flawed} = {c.keep_flawed:.1%} (95% CI {c.keep_flawed_ci[0]:.1%}-"
-             f"{c.keep_flawed_ci[1]:.1%}; by kind {', '.join(f'{k} {v}' for k, v in c.kept_by_kind.items())})",
-             f"  rejects good: {c.good_rejected}/{c.good} = {c.reject_good:.1%} (95% CI {c.reject_good_ci[0]:.1%}-"
-             f"{c.reject_good_ci[1]:.1%})"]  # fmt: skip
+    lines = [
+        f"judge calibration ({c.items} procedural counterfactuals at {c.image_size[0]}x{c.image_size[1]}, "
+        f"{c.failed} unanswered):",
+        f"  keeps flawed: {c.flawed_kept}/{c.flawed} = {c.keep_flawed:.1%} (95% CI {c.keep_flawed_ci[0]:.1%}-"
+        f"{c.keep_flawed_ci[1]:.1%}; by kind {', '.join(f'{k} {v}' for k, v in c.kept_by_kind.items())})",
+        f"  rejects good: {c.good_rejected}/{c.good} = {c.reject_good:.1%} (95% CI {c.reject_good_ci[0]:.1%}-"
+        f"{c.reject_good_ci[1]:.1%})",
+    ]
     if c.above_safe:
-        lines.append(f"  WARNING: above the {c.safe_keep_flawed:.0%} up to which the judge-quality study accused no "
-                     "clean model; a negative delta on this set may come from flawed items it kept")  # fmt: skip
+        lines.append(
+            f"  WARNING: above the {c.safe_keep_flawed:.0%} up to which the judge-quality study accused no "
+            "clean model; a negative delta on this set may come from flawed items it kept"
+        )
     lines.append("  (simple shapes: a lower bound on the judge's errors on the benchmark's images)")
     return "\n".join(lines)

@@ -18,9 +18,15 @@ from PIL import Image
 def request_parts(body: dict) -> tuple[str, list[Image.Image]]:
     """A chat request's text parts joined, and its images (inline data URIs, or file:// paths a client on
     this machine sends instead of the bytes)."""
-    parts = [part for message in body.get("messages", []) for part in (
-        message.get("content") if isinstance(message.get("content"), list)
-        else [{"type": "text", "text": str(message.get("content", ""))}])]  # fmt: skip
+    parts = [
+        part
+        for message in body.get("messages", [])
+        for part in (
+            message.get("content")
+            if isinstance(message.get("content"), list)
+            else [{"type": "text", "text": str(message.get("content", ""))}]
+        )
+    ]
     text = "\n".join(part.get("text", "") for part in parts if part.get("type") == "text")
     images = []
     for part in parts:
@@ -46,13 +52,18 @@ class ChatEndpoint:
                     text, status = None, 400
                     payload = json.dumps({"error": {"message": f"{type(exc).__name__}: {exc}"}}).encode()
                 if text is not None:
-                    payload = json.dumps({
-                        "id": "chatcmpl-lmms-contam", "object": "chat.completion", "created": 0,
-                        "model": body.get("model") or model,
-                        "choices": [{"index": 0, "finish_reason": "stop",
-                                     "message": {"role": "assistant", "content": text}}],
-                        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
-                    }).encode()  # fmt: skip
+                    payload = json.dumps(
+                        {
+                            "id": "chatcmpl-lmms-contam",
+                            "object": "chat.completion",
+                            "created": 0,
+                            "model": body.get("model") or model,
+                            "choices": [
+                                {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
+                            ],
+                            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+                        }
+                    ).encode()
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(payload)))

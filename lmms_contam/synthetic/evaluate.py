@@ -64,8 +64,9 @@ def lmms_eval_executable() -> str:
     return found
 
 
-def evaluate(models: dict[str, Path], tasks: dict[str, tuple[str, ...]], test_set: Path, out: Path, log: Path
-             ) -> dict[str, Path]:  # fmt: skip
+def evaluate(
+    models: dict[str, Path], tasks: dict[str, tuple[str, ...]], test_set: Path, out: Path, log: Path
+) -> dict[str, Path]:
     """Evaluate each model on its tasks; returns {model name: its lmms-eval output folder}.
 
     Raises naming any model whose folder lacks a task's samples afterwards.
@@ -76,14 +77,16 @@ def evaluate(models: dict[str, Path], tasks: dict[str, tuple[str, ...]], test_se
         runs = []
         for name, folder in pending.items():
             shutil.rmtree(outputs[name], ignore_errors=True)  # a partial or older run would be read twice
-            runs.append({
-                "model": "llava_hf",
-                "model_args": f"pretrained={folder},device=cpu,device_map=cpu,dtype=float32",
-                "tasks": ",".join(tasks[name]),
-                "batch_size": 1,
-                "log_samples": True,
-                "output_path": str(outputs[name]),
-            })  # fmt: skip
+            runs.append(
+                {
+                    "model": "llava_hf",
+                    "model_args": f"pretrained={folder},device=cpu,device_map=cpu,dtype=float32",
+                    "tasks": ",".join(tasks[name]),
+                    "batch_size": 1,
+                    "log_samples": True,
+                    "output_path": str(outputs[name]),
+                }
+            )
         config = out / "lmms-eval-runs.yaml"
         with atomic_path(config) as tmp:
             tmp.write_text(yaml.safe_dump(runs, sort_keys=False))
@@ -91,8 +94,13 @@ def evaluate(models: dict[str, Path], tasks: dict[str, tuple[str, ...]], test_se
         env = {**os.environ, env_var("synthetic"): str(test_set), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "a", encoding="utf-8") as stream:
-            subprocess.run([lmms_eval_executable(), "--config", str(config)], stdout=stream, stderr=subprocess.STDOUT,
-                           env=env, check=False)  # fmt: skip
+            subprocess.run(
+                [lmms_eval_executable(), "--config", str(config)],
+                stdout=stream,
+                stderr=subprocess.STDOUT,
+                env=env,
+                check=False,
+            )
     missing = [name for name in models if not complete(outputs[name], tasks[name])]
     if missing:
         raise EvaluationError(f"lmms-eval wrote no complete results for {', '.join(missing)}; see {log}")
@@ -112,11 +120,31 @@ def evaluate_vlmevalkit(models: dict[str, Path], test_set: Path, out: Path, log:
         export_set("synthetic", CONTAM, lmudata)
     log.parent.mkdir(parents=True, exist_ok=True)
     with ServedModels(models) as server, open(log, "a", encoding="utf-8") as stream:
-        command = [sys.executable, "-m", "vlmeval", "--data", dataset, "--model", *models, "--base-url",
-                   server.base_url, "--local-media", "--judge", EXACT_MATCHING, "--work-dir", str(work),
-                   "--api-nproc", "16", "--retry", "1", "--max-tokens", str(MAX_NEW_TOKENS)]  # fmt: skip
-        subprocess.run(command, stdout=stream, stderr=subprocess.STDOUT, check=False,
-                       env={**os.environ, "LMUData": str(lmudata)})  # fmt: skip
+        command = [
+            sys.executable,
+            "-m",
+            "vlmeval",
+            "--data",
+            dataset,
+            "--model",
+            *models,
+            "--base-url",
+            server.base_url,
+            "--local-media",
+            "--judge",
+            EXACT_MATCHING,
+            "--work-dir",
+            str(work),
+            "--api-nproc",
+            "16",
+            "--retry",
+            "1",
+            "--max-tokens",
+            str(MAX_NEW_TOKENS),
+        ]
+        subprocess.run(
+            command, stdout=stream, stderr=subprocess.STDOUT, check=False, env={**os.environ, "LMUData": str(lmudata)}
+        )
     missing = [name for name, path in zip(models, results, strict=True) if not path.is_file()]
     if missing:
         raise EvaluationError(f"VLMEvalKit wrote no result for {', '.join(missing)}; see {log}")

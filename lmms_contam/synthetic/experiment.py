@@ -47,13 +47,15 @@ class Setup:
 
     def runs_detectors(self, spec: ModelSpec) -> bool:
         top = max(self.degrees or self.recipe.degrees)
-        return (spec.seed in self.detector_seeds and spec.strategy in self.detector_strategies
-                and spec.degree in (0, top))  # fmt: skip
+        return (
+            spec.seed in self.detector_seeds and spec.strategy in self.detector_strategies and spec.degree in (0, top)
+        )
 
 
 # The demo's detectors: the clean model and one contaminated model, to stay well inside 15 minutes.
-DEMO = Setup(recipe=Recipe(test_items=500), seeds=(0,), degrees=(Recipe().degrees[-1],),
-             detector_strategies=("clean", "full"))  # fmt: skip
+DEMO = Setup(
+    recipe=Recipe(test_items=500), seeds=(0,), degrees=(Recipe().degrees[-1],), detector_strategies=("clean", "full")
+)
 FULL = Setup()
 
 
@@ -125,8 +127,21 @@ def row_of(spec: ModelSpec, result: analysis.BenchmarkResult, detectors: list[an
         d.detector: {"signal": d.signal.signal, "p_value": d.signal.p_value, "flagged": d.signal.flagged(CLEAN_ALPHA)}
         for d in detectors
     }
-    return Row(spec.name, spec.strategy, spec.degree, spec.seed, c.acc_original, c.acc_perturbed, c.delta,
-               (c.ci_low, c.ci_high), c.mcnemar_p, result.verdict, by_kind, kind_p, signals)  # fmt: skip
+    return Row(
+        model=spec.name,
+        strategy=spec.strategy,
+        degree=spec.degree,
+        seed=spec.seed,
+        acc_original=c.acc_original,
+        acc_perturbed=c.acc_perturbed,
+        delta=c.delta,
+        ci=(c.ci_low, c.ci_high),
+        mcnemar_p=c.mcnemar_p,
+        verdict=result.verdict,
+        by_kind=by_kind,
+        kind_p=kind_p,
+        detectors=signals,
+    )
 
 
 def check(rows: list[Row]) -> list[Check]:
@@ -135,8 +150,13 @@ def check(rows: list[Row]) -> list[Check]:
     for row in rows:
         if row.strategy in ("clean", "control"):
             flagged = row.delta < 0 and row.mcnemar_p < CLEAN_ALPHA
-            checks.append(Check(f"{row.model} (seed {row.seed}) not flagged", not flagged,
-                                f"delta {row.delta:+.3f}, p {row.mcnemar_p:.3g}"))  # fmt: skip
+            checks.append(
+                Check(
+                    f"{row.model} (seed {row.seed}) not flagged",
+                    not flagged,
+                    f"delta {row.delta:+.3f}, p {row.mcnemar_p:.3g}",
+                )
+            )
             above = all(p < 0.01 for p in row.kind_p.values())
             kinds = ", ".join(f"{k} {v:.2f}" for k, v in sorted(row.by_kind.items()))
             checks.append(Check(f"{row.model} (seed {row.seed}) above chance on every question kind", above, kinds))
@@ -146,18 +166,32 @@ def check(rows: list[Row]) -> list[Check]:
         top = max(r.degree for r in ours)
         for row in (r for r in ours if r.degree == top):
             gain = row.acc_original - clean[row.seed].acc_original
-            checks.append(Check(f"{row.model} (seed {row.seed}) inflates the original score by at least 0.10",
-                                gain >= 0.10, f"{gain:+.3f} over the clean model"))  # fmt: skip
-            checks.append(Check(f"{row.model} (seed {row.seed}) flagged (delta < 0, McNemar p < {FLAG_P})",
-                                row.delta < 0 and row.mcnemar_p < FLAG_P,
-                                f"delta {row.delta:+.3f}, p {row.mcnemar_p:.3g}"))  # fmt: skip
+            checks.append(
+                Check(
+                    f"{row.model} (seed {row.seed}) inflates the original score by at least 0.10",
+                    gain >= 0.10,
+                    f"{gain:+.3f} over the clean model",
+                )
+            )
+            checks.append(
+                Check(
+                    f"{row.model} (seed {row.seed}) flagged (delta < 0, McNemar p < {FLAG_P})",
+                    row.delta < 0 and row.mcnemar_p < FLAG_P,
+                    f"delta {row.delta:+.3f}, p {row.mcnemar_p:.3g}",
+                )
+            )
         degrees = sorted({r.degree for r in ours})
         if len(degrees) > 1:
             points = [(0, clean[seed].delta) for seed in {r.seed for r in ours}]
             points += [(r.degree, r.delta) for r in ours]
             rho = scipy_stats.spearmanr([d for d, _ in points], [v for _, v in points]).statistic
-            checks.append(Check(f"{strategy}: delta falls as the degree rises (Spearman <= -0.8, clean = degree 0)",
-                                rho <= -0.8, f"rho {rho:.2f} over {len(points)} models"))  # fmt: skip
+            checks.append(
+                Check(
+                    f"{strategy}: delta falls as the degree rises (Spearman <= -0.8, clean = degree 0)",
+                    rho <= -0.8,
+                    f"rho {rho:.2f} over {len(points)} models",
+                )
+            )
         seeds = {r.seed for r in ours}
         if len(seeds) > 1:
             by_degree: dict[int, set[str]] = defaultdict(set)
@@ -175,8 +209,11 @@ def rate_check(image_only: dict[str, dict]) -> Check:
     rates = {data: r["image_only_rate"] for data, r in image_only.items()}
     passed = rates["contaminated"] == 1.0 and rates["clean"] == 0.0 and rates["control"] == 0.0
     detail = ", ".join(f"{data} {rate:.3f}" for data, rate in rates.items())
-    return Check("image-only rate: 1 against the contaminated training data, 0 against clean and control", passed,
-                 f"{detail} (pixel copy detector, threshold {image_only['clean']['threshold']})")  # fmt: skip
+    return Check(
+        "image-only rate: 1 against the contaminated training data, 0 against clean and control",
+        passed,
+        f"{detail} (pixel copy detector, threshold {image_only['clean']['threshold']})",
+    )
 
 
 def run(setup: Setup, out: str | Path) -> Outcome:
@@ -206,21 +243,37 @@ def run(setup: Setup, out: str | Path) -> Outcome:
         tasks = {s.name: (PERTURBATION_TASK, *(DETECTOR_TASKS if setup.runs_detectors(s) else ())) for s in seed_specs}
         eval_dirs += evaluate(folders, tasks, test_set, out / "eval" / f"seed{seed}", log).values()
     with resolving(test_set):  # the report shows flagged image pairs from the set the tasks read
-        analysed, _ = build_report(read_runs(eval_dirs), markdown=root / "report.md", json_path=root / "report.json",
-                                   html_path=root / "report.html")  # fmt: skip
+        analysed, _ = build_report(
+            read_runs(eval_dirs),
+            markdown=root / "report.md",
+            json_path=root / "report.json",
+            html_path=root / "report.html",
+        )
     rows = [
         row_of(
             spec,
             only_entry(entries_of(spec, analysed.results, models, setup.host)),
             entries_of(spec, analysed.detectors, models, setup.host),
-        )  # fmt: skip
+        )
         for spec in specs
     ]
     image_only = image_only_rates(recipe, setup.seeds[0], test_set, out / "scan")
     checks = [*check(rows), rate_check(image_only)]
-    outcome = Outcome(rows, checks, root / "report.html", time.monotonic() - started, image_only)
-    summary = {"setup": asdict(setup), "rows": [asdict(r) for r in rows], "checks": [asdict(c) for c in outcome.checks],
-               "image_only": image_only, "passed": outcome.passed, "seconds": round(outcome.seconds, 1)}  # fmt: skip
+    outcome = Outcome(
+        rows=rows,
+        checks=checks,
+        report_html=root / "report.html",
+        seconds=time.monotonic() - started,
+        image_only=image_only,
+    )
+    summary = {
+        "setup": asdict(setup),
+        "rows": [asdict(r) for r in rows],
+        "checks": [asdict(c) for c in outcome.checks],
+        "image_only": image_only,
+        "passed": outcome.passed,
+        "seconds": round(outcome.seconds, 1),
+    }
     with atomic_path(root / "experiment.json") as tmp:
         tmp.write_text(json.dumps(summary, indent=2))
     return outcome
@@ -248,30 +301,58 @@ def only_entry(found: list) -> analysis.BenchmarkResult:
 
 def table(outcome: Outcome) -> str:
     """The paper's table in miniature, then the checks."""
-    header = ("model", "strategy", "epochs", "seed", "acc original", "acc perturbed", "delta [95% CI]", "McNemar p",
-              "verdict")  # fmt: skip
+    header = (
+        "model",
+        "strategy",
+        "epochs",
+        "seed",
+        "acc original",
+        "acc perturbed",
+        "delta [95% CI]",
+        "McNemar p",
+        "verdict",
+    )
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in outcome.rows:
-        cells = (r.model, r.strategy, r.degree, r.seed, f"{r.acc_original:.3f}", f"{r.acc_perturbed:.3f}",
-                 f"{r.delta:+.3f} [{r.ci[0]:+.3f}, {r.ci[1]:+.3f}]", f"{r.mcnemar_p:.2g}", r.verdict)  # fmt: skip
+        cells = (
+            r.model,
+            r.strategy,
+            r.degree,
+            r.seed,
+            f"{r.acc_original:.3f}",
+            f"{r.acc_perturbed:.3f}",
+            f"{r.delta:+.3f} [{r.ci[0]:+.3f}, {r.ci[1]:+.3f}]",
+            f"{r.mcnemar_p:.2g}",
+            r.verdict,
+        )
         lines.append("| " + " | ".join(map(str, cells)) + " |")
     with_detectors = [r for r in outcome.rows if r.detectors]
     if with_detectors:
         header = ("model", "seed", "semantic perturbation", *(LABELS[d] for d in DETECTORS))
-        lines += ["", "Peer detectors (signal, p, flag at p < 0.05):", "", "| " + " | ".join(header) + " |",
-                  "|" + "---|" * len(header)]  # fmt: skip
+        lines += [
+            "",
+            "Peer detectors (signal, p, flag at p < 0.05):",
+            "",
+            "| " + " | ".join(header) + " |",
+            "|" + "---|" * len(header),
+        ]
         for r in with_detectors:
             cells = [r.model, str(r.seed), f"{r.delta:+.3f}, p {r.mcnemar_p:.2g}, {r.verdict}"]
             for name in DETECTORS:
                 d = r.detectors.get(name)
-                cells.append(f"{d['signal']:+.3f}, p {d['p_value']:.2g}, {'flagged' if d['flagged'] else 'not flagged'}"
-                             if d else "-")  # fmt: skip
+                cells.append(
+                    f"{d['signal']:+.3f}, p {d['p_value']:.2g}, {'flagged' if d['flagged'] else 'not flagged'}"
+                    if d
+                    else "-"
+                )
             lines.append("| " + " | ".join(cells) + " |")
     if outcome.image_only:
         lines += ["", "Image-only rate of the test set against each model's training data (lmms-contam scan):", ""]
-        lines += [f"- {data}: {r['image_only_rate']:.3f} of {r['images']} test images have a copy among "
-                  f"{r['corpus_rows']} training images (cosine > {r['threshold']})"
-                  for data, r in outcome.image_only.items()]  # fmt: skip
+        lines += [
+            f"- {data}: {r['image_only_rate']:.3f} of {r['images']} test images have a copy among "
+            f"{r['corpus_rows']} training images (cosine > {r['threshold']})"
+            for data, r in outcome.image_only.items()
+        ]
     lines.append("")
     for c in outcome.checks:
         lines.append(f"- [{'x' if c.passed else ' '}] {c.claim}: {c.detail}")

@@ -116,18 +116,27 @@ def flawed_set(folder: Path, items: int, rate: float) -> Path:
 
 
 def screening(rate: float, data: Path, verified: VerifiedSubset) -> Screening:
-    kept = set(pq.read_table(data.parent / VERIFIED_SUBSET / "data.parquet", columns=["item_id"])["item_id"]
-               .to_pylist())  # fmt: skip
+    kept = set(
+        pq.read_table(data.parent / VERIFIED_SUBSET / "data.parquet", columns=["item_id"])["item_id"].to_pylist()
+    )
     ids = pq.read_table(data, columns=["item_id"])["item_id"].to_pylist()
     record = benchmark.flaws_path(data)
     kinds: dict[str, str] = json.loads(record.read_text())["items"] if record.is_file() else {}
     flawed = {kind: [i for i in ids if kinds.get(i) == kind] for kind in FLAW_SHARES}
     good = [i for i in ids if i not in kinds]
     ambiguous = [i for i in good if draw_scene(i).confusion]
-    return Screening(rate, len(ids), len(kept), {k: len(v) for k, v in flawed.items()},
-                     {k: sum(i not in kept for i in v) for k, v in flawed.items()}, len(good),
-                     sum(i not in kept for i in good), len(ambiguous), sum(i not in kept for i in ambiguous),
-                     verified.outcomes)  # fmt: skip
+    return Screening(
+        rate=rate,
+        items=len(ids),
+        kept=len(kept),
+        flawed={k: len(v) for k, v in flawed.items()},
+        flawed_removed={k: sum(i not in kept for i in v) for k, v in flawed.items()},
+        good=len(good),
+        good_removed=sum(i not in kept for i in good),
+        ambiguous_good=len(ambiguous),
+        ambiguous_good_removed=sum(i not in kept for i in ambiguous),
+        outcomes=verified.outcomes,
+    )
 
 
 def check(rows: list[FlawRow]) -> list[Check]:
@@ -138,11 +147,21 @@ def check(rows: list[FlawRow]) -> list[Check]:
         detail = f"delta {r.row.delta:+.3f}, p {r.row.mcnemar_p:.3g}, {r.items} items"
         innocent = r.row.strategy in ("clean", "control")
         if innocent and (r.verified or r.rate == 0):
-            checks.append(Check(f"{r.row.model} (seed {r.row.seed}) not flagged at {where}",
-                                not _flagged(r.row, CLEAN_ALPHA), detail))  # fmt: skip
+            checks.append(
+                Check(
+                    f"{r.row.model} (seed {r.row.seed}) not flagged at {where}",
+                    not _flagged(r.row, CLEAN_ALPHA),
+                    detail,
+                )
+            )
         elif not innocent and r.verified:
-            checks.append(Check(f"{r.row.model} (seed {r.row.seed}) flagged at p < {FLAG_P} at {where}",
-                                _flagged(r.row, FLAG_P), detail))  # fmt: skip
+            checks.append(
+                Check(
+                    f"{r.row.model} (seed {r.row.seed}) flagged at p < {FLAG_P} at {where}",
+                    _flagged(r.row, FLAG_P),
+                    detail,
+                )
+            )
     return checks
 
 
@@ -172,63 +191,100 @@ def run(study: FlawSetup, out: str | Path) -> FlawOutcome:
         for verified in (False, True):
             data = sets[rate].parent / VERIFIED_SUBSET / "data.parquet" if verified else sets[rate]
             rows += _evaluated(rate, verified, data, specs, folders, out)
-    outcome = FlawOutcome(rows, screenings, check(rows), time.monotonic() - started)
+    outcome = FlawOutcome(rows=rows, screenings=screenings, checks=check(rows), seconds=time.monotonic() - started)
     summary = {
-        "setup": asdict(study), "flaw_shares": FLAW_SHARES,
-        "screenings": [asdict(s) | {"flawed_removed_share": s.flawed_removed_share,
-                                    "good_removed_share": s.good_removed_share} for s in screenings],
-        "rows": [asdict(r) for r in rows], "first_accusing_rate": outcome.first_accusing_rate(),
-        "checks": [asdict(c) for c in outcome.checks], "passed": outcome.passed, "seconds": round(outcome.seconds, 1),
-    }  # fmt: skip
+        "setup": asdict(study),
+        "flaw_shares": FLAW_SHARES,
+        "screenings": [
+            asdict(s) | {"flawed_removed_share": s.flawed_removed_share, "good_removed_share": s.good_removed_share}
+            for s in screenings
+        ],
+        "rows": [asdict(r) for r in rows],
+        "first_accusing_rate": outcome.first_accusing_rate(),
+        "checks": [asdict(c) for c in outcome.checks],
+        "passed": outcome.passed,
+        "seconds": round(outcome.seconds, 1),
+    }
     with atomic_path(out / "flaws.json") as tmp:
         tmp.write_text(json.dumps(summary, indent=2))
     return outcome
 
 
-def _evaluated(rate: float, verified: bool, data: Path, specs: list[ModelSpec], folders: dict[str, Path],
-               out: Path) -> list[FlawRow]:  # fmt: skip
+def _evaluated(
+    rate: float, verified: bool, data: Path, specs: list[ModelSpec], folders: dict[str, Path], out: Path
+) -> list[FlawRow]:
     """Every model through lmms-eval on one set (one subprocess), read back by the report."""
     label = f"f{rate:.2f}-{'verified' if verified else 'unverified'}"
     evaluations = out / "flaws" / "eval" / label
-    outputs = evaluate(folders, {name: (PERTURBATION_TASK,) for name in folders}, data, evaluations,
-                       out / "logs" / f"lmms-eval-flaws-{label}.log")  # fmt: skip
+    outputs = evaluate(
+        folders,
+        {name: (PERTURBATION_TASK,) for name in folders},
+        data,
+        evaluations,
+        out / "logs" / f"lmms-eval-flaws-{label}.log",
+    )
     with experiment.resolving(data):
-        analysed, _ = build_report(read_runs(outputs.values()), markdown=evaluations / "report.md",
-                                   json_path=evaluations / "report.json")  # fmt: skip
+        analysed, _ = build_report(
+            read_runs(outputs.values()), markdown=evaluations / "report.md", json_path=evaluations / "report.json"
+        )
     items = pq.read_metadata(data).num_rows
     models = out / "models"
-    return [FlawRow(rate, verified, items, experiment.row_of(spec, experiment.only_entry(
-                experiment.entries_of(spec, analysed.results, models)), []))
-            for spec in specs]  # fmt: skip
+    return [
+        FlawRow(
+            rate=rate,
+            verified=verified,
+            items=items,
+            row=experiment.row_of(
+                spec, experiment.only_entry(experiment.entries_of(spec, analysed.results, models)), []
+            ),
+        )
+        for spec in specs
+    ]
 
 
 def table(outcome: FlawOutcome) -> str:
     """What verification removed at each rate, the false-accusation curve, then the checks."""
-    lines = ["Verification (lmms-contam verify, the ideal reader as judge, the recipe's drift check):", "",
-             "| flaw rate | items | flawed (unchanged, third option, ambiguous, removed) | flawed removed | "
-             "good removed (of them ambiguous by design) | kept |", "|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "Verification (lmms-contam verify, the ideal reader as judge, the recipe's drift check):",
+        "",
+        "| flaw rate | items | flawed (unchanged, third option, ambiguous, removed) | flawed removed | "
+        "good removed (of them ambiguous by design) | kept |",
+        "|---|---|---|---|---|---|",
+    ]
     for s in outcome.screenings:
         kinds = ", ".join(f"{s.flawed_removed[k]}/{s.flawed[k]}" for k in FLAW_SHARES)
         share = "-" if s.flawed_removed_share is None else f"{s.flawed_removed_share:.1%}"
-        lines.append(f"| {s.rate:.2f} | {s.items} | {sum(s.flawed.values())} ({kinds} removed) | {share} | "
-                     f"{s.good_removed}/{s.good} = {s.good_removed_share:.1%} ({s.ambiguous_good_removed}/"
-                     f"{s.ambiguous_good}) | {s.kept} |")  # fmt: skip
-    lines += ["", "The false-accusation curve (delta, McNemar p and verdict per seed):", "",
-              "| flaw rate | set | model | items | delta (per seed) | McNemar p (per seed) | verdicts |",
-              "|---|---|---|---|---|---|---|"]  # fmt: skip
+        lines.append(
+            f"| {s.rate:.2f} | {s.items} | {sum(s.flawed.values())} ({kinds} removed) | {share} | "
+            f"{s.good_removed}/{s.good} = {s.good_removed_share:.1%} ({s.ambiguous_good_removed}/"
+            f"{s.ambiguous_good}) | {s.kept} |"
+        )
+    lines += [
+        "",
+        "The false-accusation curve (delta, McNemar p and verdict per seed):",
+        "",
+        "| flaw rate | set | model | items | delta (per seed) | McNemar p (per seed) | verdicts |",
+        "|---|---|---|---|---|---|---|",
+    ]
     groups: dict[tuple, list[FlawRow]] = {}
     for r in outcome.rows:
         groups.setdefault((r.rate, r.verified, r.row.model), []).append(r)
     for (rate, verified, model), group in groups.items():
         deltas = [g.row.delta for g in group]
         mean = sum(deltas) / len(deltas)
-        lines.append(f"| {rate:.2f} | {'verified' if verified else 'unverified'} | {model} | {group[0].items} | "
-                     f"{mean:+.3f} ({', '.join(f'{d:+.3f}' for d in deltas)}) | "
-                     f"{', '.join(f'{g.row.mcnemar_p:.2g}' for g in group)} | "
-                     f"{', '.join(g.row.verdict for g in group)} |")  # fmt: skip
+        lines.append(
+            f"| {rate:.2f} | {'verified' if verified else 'unverified'} | {model} | {group[0].items} | "
+            f"{mean:+.3f} ({', '.join(f'{d:+.3f}' for d in deltas)}) | "
+            f"{', '.join(f'{g.row.mcnemar_p:.2g}' for g in group)} | "
+            f"{', '.join(g.row.verdict for g in group)} |"
+        )
     first = outcome.first_accusing_rate()
-    lines += ["", "A clean model is first flagged on the unverified set at flaw rate "
-              + (f"{first:.2f}" if first is not None else "never (none of the rates)") + "."]  # fmt: skip
+    lines += [
+        "",
+        "A clean model is first flagged on the unverified set at flaw rate "
+        + (f"{first:.2f}" if first is not None else "never (none of the rates)")
+        + ".",
+    ]
     lines.append("")
     lines += [f"- [{'x' if c.passed else ' '}] {c.claim}: {c.detail}" for c in outcome.checks]
     return "\n".join(lines)

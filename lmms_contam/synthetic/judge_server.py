@@ -47,8 +47,11 @@ def verdict(body: dict) -> dict:
     if letters != option_letters(len(letters)):
         return {"correct_options": [], "reason": f"options are not lettered from A: {letters}"}
     correct = reader.correct_options(images[0], target.group(1), [text.strip() for _, text in options])
-    reason = (f"the {target.group(1)} reads as {options[correct[0]][1].strip()}" if correct
-              else f"no {target.group(1)} whose colour is within {reader.TOLERANCE:.0f} of an option")  # fmt: skip
+    reason = (
+        f"the {target.group(1)} reads as {options[correct[0]][1].strip()}"
+        if correct
+        else f"no {target.group(1)} whose colour is within {reader.TOLERANCE:.0f} of an option"
+    )
     return {"correct_options": [letters[i] for i in correct], "reason": reason}
 
 
@@ -85,8 +88,12 @@ def truths_of(data: Path) -> dict[str, Truth]:
     record = benchmark.flaws_path(data)
     flawed = json.loads(record.read_text())["items"] if record.is_file() else {}
     table = pq.read_table(data, columns=["item_id", "new_answer", "image"]).to_pylist()
-    return {pixel_digest(Image.open(io.BytesIO(row["image"]["bytes"]))):
-            Truth(row["item_id"], row["new_answer"], row["item_id"] in flawed) for row in table}  # fmt: skip
+    return {
+        pixel_digest(Image.open(io.BytesIO(row["image"]["bytes"]))): Truth(
+            row["item_id"], row["new_answer"], row["item_id"] in flawed
+        )
+        for row in table
+    }
 
 
 def calibration_truths(items: list) -> dict[str, Truth]:
@@ -122,5 +129,11 @@ class IdealReaderJudge(ChatEndpoint):
 
     @property
     def endpoint(self) -> EndpointConfig:
-        return EndpointConfig(model=MODEL, base_url=self.base_url, api_key_env="LMMS_CONTAM_NO_KEY", max_retries=2,
-                              timeout_s=30.0, concurrency=4)  # fmt: skip
+        return EndpointConfig(
+            model=MODEL,
+            base_url=self.base_url,
+            api_key_env="LMMS_CONTAM_NO_KEY",
+            max_retries=2,
+            timeout_s=30.0,
+            concurrency=4,
+        )

@@ -156,32 +156,48 @@ def _rows(specs: list[ModelSpec], entries: list[ModelBenchmark], kept: set[str],
     return rows
 
 
-def _unverified_runs(rate: float, data: Path, specs: list[ModelSpec], folders: dict[str, Path], out: Path
-                     ) -> list[ModelBenchmark]:  # fmt: skip
+def _unverified_runs(
+    rate: float, data: Path, specs: list[ModelSpec], folders: dict[str, Path], out: Path
+) -> list[ModelBenchmark]:
     """Every model through lmms-eval on the unverified set (the flaw study's own evaluation, reused)."""
     label = f"f{rate:.2f}-unverified"
-    outputs = evaluate(folders, {name: (PERTURBATION_TASK,) for name in folders}, data,
-                       out / "flaws" / "eval" / label, out / "logs" / f"lmms-eval-flaws-{label}.log")  # fmt: skip
+    outputs = evaluate(
+        folders,
+        {name: (PERTURBATION_TASK,) for name in folders},
+        data,
+        out / "flaws" / "eval" / label,
+        out / "logs" / f"lmms-eval-flaws-{label}.log",
+    )
     return read_runs(outputs.values()).benchmarks
 
 
-def shortcut_check(cell: Cell, folder: Path, spec: ModelSpec, model_folder: Path, entries: list[ModelBenchmark],
-                   out: Path) -> Check:  # fmt: skip
+def shortcut_check(
+    cell: Cell, folder: Path, spec: ModelSpec, model_folder: Path, entries: list[ModelBenchmark], out: Path
+) -> Check:
     """lmms-eval on one judge's verified set directly: every item's correctness equals the restricted run's."""
     subset = folder / VERIFIED_SUBSET / "data.parquet"
     name = f"seed{spec.seed}-{spec.name}"
-    outputs = evaluate({name: model_folder}, {name: (PERTURBATION_TASK,)}, subset, folder / "direct-eval",
-                       out / "logs" / "lmms-eval-judges-direct.log")  # fmt: skip
+    outputs = evaluate(
+        {name: model_folder},
+        {name: (PERTURBATION_TASK,)},
+        subset,
+        folder / "direct-eval",
+        out / "logs" / "lmms-eval-judges-direct.log",
+    )
     (direct,) = read_runs(outputs.values()).benchmarks
-    restricted = _restricted(experiment.only_entry(experiment.entries_of(spec, entries, out / "models")),
-                             set(direct.items))  # fmt: skip
+    restricted = _restricted(
+        experiment.only_entry(experiment.entries_of(spec, entries, out / "models")), set(direct.items)
+    )
     correct = lambda entry: {(i, v): r.correct for i, vs in entry.items.items() for v, r in vs.items()}  # noqa: E731
     theirs = correct(direct)
     differing = sum(theirs.get(key) != value for key, value in correct(restricted).items())
     same = set(direct.items) == set(restricted.items) and not differing
-    return Check(f"lmms-eval on the verified set of keep_flawed {cell.keep_flawed}, reject_good {cell.reject_good} "
-                 f"(f = {cell.rate:.2f}) scores {spec.name} as the restricted run does", same,
-                 f"{len(direct.items)} items, {differing} versions scored differently")  # fmt: skip
+    return Check(
+        f"lmms-eval on the verified set of keep_flawed {cell.keep_flawed}, reject_good {cell.reject_good} "
+        f"(f = {cell.rate:.2f}) scores {spec.name} as the restricted run does",
+        same,
+        f"{len(direct.items)} items, {differing} versions scored differently",
+    )
 
 
 def check(cells: list[Cell]) -> list[Check]:
@@ -192,11 +208,19 @@ def check(cells: list[Cell]) -> list[Check]:
             where = f"f = {cell.rate:.2f}, the ideal reader"
             detail = f"delta {row.delta:+.3f}, p {row.mcnemar_p:.3g}, {cell.kept} items"
             if row.strategy in INNOCENT:
-                checks.append(Check(f"{row.model} (seed {row.seed}) not flagged at {where}",
-                                    not _flagged(row, CLEAN_ALPHA), detail))  # fmt: skip
+                checks.append(
+                    Check(
+                        f"{row.model} (seed {row.seed}) not flagged at {where}", not _flagged(row, CLEAN_ALPHA), detail
+                    )
+                )
             else:
-                checks.append(Check(f"{row.model} (seed {row.seed}) flagged at p < {FLAG_P} at {where}",
-                                    _flagged(row, FLAG_P), detail))  # fmt: skip
+                checks.append(
+                    Check(
+                        f"{row.model} (seed {row.seed}) flagged at p < {FLAG_P} at {where}",
+                        _flagged(row, FLAG_P),
+                        detail,
+                    )
+                )
     return checks
 
 
@@ -227,12 +251,22 @@ def run(study: JudgeStudy, out: str | Path) -> JudgeOutcome:
                 folder = _judged_folder(out, data, rate, errors)
                 kept, calibrated = judged_subset(folder, errors, recipe)
                 seed_specs = [s for s in specs if s.seed == seed]
-                cells.append(Cell(
-                    rate=rate, keep_flawed=keep, reject_good=reject, seed=seed, items=len(ids), kept=len(kept),
-                    flawed=len(flawed), flawed_kept=len(kept & flawed), good=len(ids - flawed),
-                    good_kept=len(kept - flawed), calibration=calibrated,
-                    rows=_rows(seed_specs, entries, kept, out / "models"),
-                ))  # fmt: skip
+                cells.append(
+                    Cell(
+                        rate=rate,
+                        keep_flawed=keep,
+                        reject_good=reject,
+                        seed=seed,
+                        items=len(ids),
+                        kept=len(kept),
+                        flawed=len(flawed),
+                        flawed_kept=len(kept & flawed),
+                        good=len(ids - flawed),
+                        good_kept=len(kept - flawed),
+                        calibration=calibrated,
+                        rows=_rows(seed_specs, entries, kept, out / "models"),
+                    )
+                )
         worst = max(study.judges)  # the most flawed items kept: the largest test of the shortcut
         folder = _judged_folder(out, data, rate, JudgeErrors(*worst, setup.seeds[0]))
         clean = next(s for s in specs if s.seed == setup.seeds[0] and s.strategy == "clean")
@@ -270,8 +304,10 @@ def plot(outcome: JudgeOutcome, path: Path) -> Path:
         for index, model in enumerate(models):
             colour = f"C{index}"
             for reject, style in styles.items():
-                cells = sorted((c for c in outcome.cells if c.rate == rate and c.reject_good == reject),
-                               key=lambda c: c.keep_flawed)  # fmt: skip
+                cells = sorted(
+                    (c for c in outcome.cells if c.rate == rate and c.reject_good == reject),
+                    key=lambda c: c.keep_flawed,
+                )
                 keeps = sorted({c.keep_flawed for c in cells})
                 rows = {k: [r for c in cells if c.keep_flawed == k for r in c.rows if r.model == model] for k in keeps}
                 deltas = [_mean([r.delta for r in rows[k]]) for k in keeps]
@@ -280,8 +316,13 @@ def plot(outcome: JudgeOutcome, path: Path) -> Path:
                     alpha = CLEAN_ALPHA if rows[k][0].strategy in INNOCENT else FLAG_P
                     flagged = sum(_flagged(r, alpha) for r in rows[k])
                     if flagged:
-                        axis.plot([k], [delta], "o", color=colour,
-                                  markerfacecolor=colour if flagged == len(rows[k]) else "white")  # fmt: skip
+                        axis.plot(
+                            [k],
+                            [delta],
+                            "o",
+                            color=colour,
+                            markerfacecolor=colour if flagged == len(rows[k]) else "white",
+                        )
         axis.axhline(0, color="grey", linewidth=0.8)
         axis.set_title(f"{rate:.0%} of the counterfactuals flawed")
         axis.set_xlabel("judge keeps this share of flawed counterfactuals (keep_flawed)")
@@ -300,31 +341,42 @@ def _mean(values: list[float]) -> float:
 def table(outcome: JudgeOutcome) -> str:
     """Per flaw rate and judge: the items kept, each model's mean delta, and how many seeds flag it."""
     models = list(dict.fromkeys(r.model for c in outcome.cells for r in c.rows))
-    lines = ["Judges with known errors (the ideal reader keeping flawed / rejecting good counterfactuals at the given "
-             "rates), each verifying through `verify`'s own code; per cell the mean over seeds, the range of "
-             "McNemar p and how many seeds the report flags:", "",
-             "| flaw rate | keep_flawed | reject_good | as --calibrate measures them | kept (flawed kept / flawed, "
-             "good kept / good) | " + " | ".join(models) + " |",
-             "|---|---|---|---|---|" + "---|" * len(models)]  # fmt: skip
+    lines = [
+        "Judges with known errors (the ideal reader keeping flawed / rejecting good counterfactuals at the given "
+        "rates), each verifying through `verify`'s own code; per cell the mean over seeds, the range of "
+        "McNemar p and how many seeds the report flags:",
+        "",
+        "| flaw rate | keep_flawed | reject_good | as --calibrate measures them | kept (flawed kept / flawed, "
+        "good kept / good) | " + " | ".join(models) + " |",
+        "|---|---|---|---|---|" + "---|" * len(models),
+    ]
     groups: dict[tuple, list[Cell]] = {}
     for cell in outcome.cells:
         groups.setdefault((cell.rate, cell.keep_flawed, cell.reject_good), []).append(cell)
     for (rate, keep, reject), group in groups.items():
-        kept = (f"{_mean([c.kept for c in group]):.0f} ({_mean([c.flawed_kept for c in group]):.0f} / "
-                f"{group[0].flawed}, {_mean([c.good_kept for c in group]):.0f} / {group[0].good})")  # fmt: skip
+        kept = (
+            f"{_mean([c.kept for c in group]):.0f} ({_mean([c.flawed_kept for c in group]):.0f} / "
+            f"{group[0].flawed}, {_mean([c.good_kept for c in group]):.0f} / {group[0].good})"
+        )
         cells = []
         for model in models:
             rows = [r for c in group for r in c.rows if r.model == model]
             p = sorted(r.mcnemar_p for r in rows)
             flagged = sum(_flagged(r, CLEAN_ALPHA if r.strategy in INNOCENT else FLAG_P) for r in rows)
             cells.append(f"{_mean([r.delta for r in rows]):+.3f}, p {p[0]:.2g}-{p[-1]:.2g}, {flagged}/{len(rows)}")
-        calibrated = (f"{_mean([c.calibration['keep_flawed'] for c in group]):.3f}, "
-                      f"{_mean([c.calibration['reject_good'] for c in group]):.3f}")  # fmt: skip
+        calibrated = (
+            f"{_mean([c.calibration['keep_flawed'] for c in group]):.3f}, "
+            f"{_mean([c.calibration['reject_good'] for c in group]):.3f}"
+        )
         lines.append(f"| {rate:.2f} | {keep:.2f} | {reject:.2f} | {calibrated} | {kept} | " + " | ".join(cells) + " |")
     safe, measured = outcome.safe_keep_flawed(), outcome.safe_calibrated_keep_flawed()
-    lines += ["", "Flagged: clean and control at p < 0.05, contaminated models at p < 0.01. The largest keep_flawed "
-              "rate at which no clean model or control is flagged: "
-              + (f"{safe:.2f} ({measured:.3f} as --calibrate measures it)" if safe is not None
-                 else "none of the rates") + ".", ""]  # fmt: skip
+    lines += [
+        "",
+        "Flagged: clean and control at p < 0.05, contaminated models at p < 0.01. The largest keep_flawed "
+        "rate at which no clean model or control is flagged: "
+        + (f"{safe:.2f} ({measured:.3f} as --calibrate measures it)" if safe is not None else "none of the rates")
+        + ".",
+        "",
+    ]
     lines += [f"- [{'x' if c.passed else ' '}] {c.claim}: {c.detail}" for c in outcome.checks]
     return "\n".join(lines)

@@ -39,7 +39,8 @@ class ServedModels(ChatEndpoint):
             if name not in self._loaded:
                 self._loaded[name] = model.load(self.folders[name])
             vlm, processor = self._loaded[name]
-            inputs = processor(images=[images[0].convert("RGB")], text=train.prompt_text(processor, text),
-                               return_tensors="pt")  # fmt: skip
+            inputs = processor(
+                images=[images[0].convert("RGB")], text=train.prompt_text(processor, text), return_tensors="pt"
+            )
             output = vlm.generate(**inputs, max_new_tokens=MAX_NEW_TOKENS, do_sample=False)
         return processor.tokenizer.decode(output[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True).strip()

@@ -48,14 +48,19 @@ class ModelSpec:
         return root / f"seed{self.seed}" / self.name
 
 
-def plan(recipe: Recipe, seed: int, strategies: tuple[str, ...] = ("full", "lora"), control: bool = True,
-         degrees: tuple[int, ...] | None = None) -> list[ModelSpec]:  # fmt: skip
+def plan(
+    recipe: Recipe,
+    seed: int,
+    strategies: tuple[str, ...] = ("full", "lora"),
+    control: bool = True,
+    degrees: tuple[int, ...] | None = None,
+) -> list[ModelSpec]:
     """Clean, each strategy at each degree, and the control at the highest degree."""
     degrees = degrees or recipe.degrees
-    specs = [ModelSpec("clean", "clean", 0, seed)]
-    specs += [ModelSpec(f"{s}-e{d}", s, d, seed) for s in strategies for d in degrees]
+    specs = [ModelSpec(name="clean", strategy="clean", degree=0, seed=seed)]
+    specs += [ModelSpec(name=f"{s}-e{d}", strategy=s, degree=d, seed=seed) for s in strategies for d in degrees]
     if control:
-        specs.append(ModelSpec(f"control-e{max(degrees)}", "control", max(degrees), seed))
+        specs.append(ModelSpec(name=f"control-e{max(degrees)}", strategy="control", degree=max(degrees), seed=seed))
     return specs
 
 
@@ -73,8 +78,14 @@ def train_clean(spec: ModelSpec, recipe: Recipe, root: Path, host: str = LMMS_EV
     vlm, processor = model.new_tiny_llava(model.build_tokenizer(_tokenizer_corpus(host)), seed=spec.seed)
     batcher = train.Batcher(processor, host)
     schedule = train.Schedule(lr=recipe.clean_lr)
-    train.fit(vlm, batcher, benchmark.training_batches(spec.seed, recipe.clean_batch), recipe.clean_steps, schedule,
-              desc=f"seed {spec.seed}: clean model")  # fmt: skip
+    train.fit(
+        vlm,
+        batcher,
+        benchmark.training_batches(spec.seed, recipe.clean_batch),
+        recipe.clean_steps,
+        schedule,
+        desc=f"seed {spec.seed}: clean model",
+    )
     return model.save(vlm, processor, folder)
 
 
@@ -102,12 +113,21 @@ def _fine_tune_one(spec: ModelSpec, recipe: Recipe, clean: Path, folder: Path, h
     vlm, processor = model.load(clean)
     if spec.strategy == "lora":
         vlm = _with_lora(vlm, recipe.lora_rank)
-    data = (benchmark.control_examples(recipe.test_items, spec.seed) if spec.strategy == "control"
-            else benchmark.original_examples(recipe.test_items))  # fmt: skip
+    data = (
+        benchmark.control_examples(recipe.test_items, spec.seed)
+        if spec.strategy == "control"
+        else benchmark.original_examples(recipe.test_items)
+    )
     steps = spec.degree * -(-len(data) // recipe.finetune_batch)
     lr = recipe.lora_lr if spec.strategy == "lora" else recipe.full_lr
-    train.fit(vlm, train.Batcher(processor, host), train.epochs_of(data, recipe.finetune_batch, spec.seed), steps,
-              train.Schedule(lr=lr, warmup=20), desc=f"seed {spec.seed}: {spec.name}")  # fmt: skip
+    train.fit(
+        vlm,
+        train.Batcher(processor, host),
+        train.epochs_of(data, recipe.finetune_batch, spec.seed),
+        steps,
+        train.Schedule(lr=lr, warmup=20),
+        desc=f"seed {spec.seed}: {spec.name}",
+    )
     _save(vlm, processor, folder, spec.strategy)
 
 

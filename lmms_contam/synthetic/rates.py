@@ -55,7 +55,9 @@ def image_only_rates(recipe: Recipe, seed: int, test_set: Path, out: Path) -> di
         if not (corpus / "img_emb" / "img_emb_0.npy").exists():
             _write_corpus(corpus, embedder.embed(training_images(data, recipe, seed)), embedder)
         label = f"synthetic-vs-{data}-seed{seed}"
-        test = DatasetSource(str(test_set), "test", "original_image", "item_id", label=label)
+        test = DatasetSource(
+            dataset=str(test_set), split="test", image_column="original_image", id_column="item_id", label=label
+        )
         summary = scan_source(test, corpus, out / "scans", embedder, pixels.threshold)
         rates[data] = {
             "image_only_rate": summary.image_only_rate,

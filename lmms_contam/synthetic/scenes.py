@@ -46,16 +46,16 @@ class QuestionKind:
 
 KINDS = {
     "circle": QuestionKind(
-        "circle",
-        "circle",
-        {"red": (210, 50, 50), "green": (50, 170, 70), "blue": (50, 90, 210), "yellow": (220, 200, 50)},
-        ("square", "triangle"),
+        name="circle",
+        target="circle",
+        palette={"red": (210, 50, 50), "green": (50, 170, 70), "blue": (50, 90, 210), "yellow": (220, 200, 50)},
+        distractor_shapes=("square", "triangle"),
     ),
     "square": QuestionKind(
-        "square",
-        "square",
-        {"orange": (235, 130, 30), "purple": (130, 50, 170), "cyan": (40, 200, 210), "pink": (240, 120, 180)},
-        ("circle", "triangle"),
+        name="square",
+        target="square",
+        palette={"orange": (235, 130, 30), "purple": (130, 50, 170), "cyan": (40, 200, 210), "pink": (240, 120, 180)},
+        distractor_shapes=("circle", "triangle"),
     ),
 }
 
@@ -126,7 +126,16 @@ def draw_scene(item_id: str, seed: int = 0, kind: str | None = None) -> Scene:
     while True:  # redraw until the item reads the same whatever its answer (a few draws at most)
         mix = rng.uniform(*MIX) if confusion else 0.0
         noise = (rng.gauss(0, sigma), rng.gauss(0, sigma), rng.gauss(0, sigma))
-        scene = Scene(kind, answer, target_cell, noise, background, distractors, confusion, mix)  # type: ignore[arg-type]
+        scene = Scene(
+            kind=kind,
+            answer=answer,
+            target_cell=target_cell,
+            noise=noise,
+            background=background,
+            distractors=distractors,
+            confusion=confusion,
+            mix=mix,
+        )  # type: ignore[arg-type]
         if scene.reads_the_same_for_every_answer():
             return scene
 

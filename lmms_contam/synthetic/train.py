@@ -93,8 +93,9 @@ class Batcher:
         return {"input_ids": input_ids, "attention_mask": attention, "labels": labels, "pixel_values": pixels}
 
     @torch.no_grad()
-    def predicted_letters(self, model: LlavaForConditionalGeneration, examples: Sequence[Example],
-                          batch_size: int = 256) -> list[str]:  # fmt: skip
+    def predicted_letters(
+        self, model: LlavaForConditionalGeneration, examples: Sequence[Example], batch_size: int = 256
+    ) -> list[str]:
         """The most likely answer letter after the prompt: a quick check while training, not the score."""
         model.eval()
         letters = list(self.letter_ids)

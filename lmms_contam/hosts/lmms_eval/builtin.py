@@ -104,8 +104,13 @@ def naturalbench_doc(row: dict, answer: str, _image_field: str) -> dict:
 
 def seedbench_doc(row: dict, answer: str, _image_field: str) -> dict:
     choices = dict(zip(("choice_a", "choice_b", "choice_c", "choice_d"), row["options"], strict=True))
-    return {"question_id": row["original_id"], "question": row["question"], **choices, "answer": answer,
-            "data_type": "image"}  # fmt: skip
+    return {
+        "question_id": row["original_id"],
+        "question": row["question"],
+        **choices,
+        "answer": answer,
+        "data_type": "image",
+    }
 
 
 MMBENCH_LETTERS = "ABCD"
@@ -117,21 +122,36 @@ def mmbench_doc(row: dict, answer: str, _image_field: str) -> dict:
     if len(row["options"]) > len(MMBENCH_LETTERS):
         raise ValueError(f"MMBench item {row['original_id']} has {len(row['options'])} options; its rows hold 4")
     options = dict(zip(MMBENCH_LETTERS, row["options"], strict=False))
-    return {"index": int(row["original_id"]), "question": row["question"], "hint": "nan",
-            **{letter: options.get(letter, "nan") for letter in MMBENCH_LETTERS}, "answer": answer,
-            "category": row["category"], "L2-category": row["l2_category"], "source": "", "split": "dev"}  # fmt: skip
+    return {
+        "index": int(row["original_id"]),
+        "question": row["question"],
+        "hint": "nan",
+        **{letter: options.get(letter, "nan") for letter in MMBENCH_LETTERS},
+        "answer": answer,
+        "category": row["category"],
+        "L2-category": row["l2_category"],
+        "source": "",
+        "split": "dev",
+    }
 
 
 def scienceqa_doc(row: dict, answer: str, _image_field: str) -> dict:
     """The built-in reads the answer as an index into `choices`."""
-    return {"hint": row["hint"], "question": row["question"], "choices": list(row["options"]),
-            "answer": option_letters(len(row["options"])).index(answer)}  # fmt: skip
+    return {
+        "hint": row["hint"],
+        "question": row["question"],
+        "choices": list(row["options"]),
+        "answer": option_letters(len(row["options"])).index(answer),
+    }
 
 
 def ai2d_doc(row: dict, answer: str, _image_field: str) -> dict:
     """The built-in reads the answer as an index into `options`, written as text in the hub's rows."""
-    return {"question": row["question"], "options": list(row["options"]),
-            "answer": str(option_letters(len(row["options"])).index(answer))}  # fmt: skip
+    return {
+        "question": row["question"],
+        "options": list(row["options"]),
+        "answer": str(option_letters(len(row["options"])).index(answer)),
+    }
 
 
 def ai2d_process_results(doc: dict, results: list) -> dict:
@@ -154,8 +174,13 @@ def mme_doc(row: dict, answer: str, _image_field: str) -> dict:
 def mmmu_doc(row: dict, answer: str, _image_field: str) -> dict:
     """The hub writes the options as the text of a Python list, and the id names the subject the built-in's
     aggregation groups by."""
-    return {"id": row["original_id"], "question": row["question"], "options": repr(list(row["options"])),
-            "question_type": "multiple-choice", "answer": answer}  # fmt: skip
+    return {
+        "id": row["original_id"],
+        "question": row["question"],
+        "options": repr(list(row["options"])),
+        "question_type": "multiple-choice",
+        "answer": answer,
+    }
 
 
 def mmmu_correct(_doc: dict, output: dict) -> int:

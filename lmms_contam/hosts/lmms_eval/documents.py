@@ -28,9 +28,12 @@ from lmms_contam.versions import NO_IMAGE, item_versions
 
 
 def build_docs(
-    rows: datasets.Dataset, benchmark: str, versions: Callable[[dict], list[dict]], name: str,
+    rows: datasets.Dataset,
+    benchmark: str,
+    versions: Callable[[dict], list[dict]],
+    name: str,
     set_manifest: str | None = None,
-) -> datasets.Dataset:  # fmt: skip
+) -> datasets.Dataset:
     """Turn schema rows into built-in-shaped docs, `versions(row)` per row, without re-encoding images.
 
     `name` identifies `versions` in the datasets cache fingerprint; `set_manifest`, the set's manifest hash,
@@ -82,8 +85,7 @@ def text_only_input() -> str:
     found = lookup(TEXT_ONLY_IMAGE_ENV, "text_only_image", None, [])
     choice = str(found[0]).strip().lower() if found else "blank"
     if choice not in ("none", "blank"):
-        raise PerturbedSetError(f"{TEXT_ONLY_IMAGE_ENV} (or text_only_image) must be none or blank, "
-                                f"got {choice!r}")  # fmt: skip
+        raise PerturbedSetError(f"{TEXT_ONLY_IMAGE_ENV} (or text_only_image) must be none or blank, got {choice!r}")
     return choice
 
 
@@ -102,16 +104,18 @@ def text_only_visual(benchmark: str, builtin_visual: str) -> Callable[[dict], li
     return doc_to_visual
 
 
-def documents(benchmark: str, family: str, row: dict, rotate_all: bool = False,
-              text_only_as: str = "blank") -> list[dict]:  # fmt: skip
+def documents(
+    benchmark: str, family: str, row: dict, rotate_all: bool = False, text_only_as: str = "blank"
+) -> list[dict]:
     """The documents a task of `family` asks of one set row (versions.item_versions), as the built-in task's."""
     task = builtin_task(benchmark)
     docs = []
     for version in item_versions(benchmark, family, row, rotate_all):
         if version.image is NO_IMAGE:
             blank = {"bytes": blank_png(stored_size(row["original_image"])), "path": None}
-            doc = task.doc(row, variant=version.variant, gold=version.gold,
-                           image=None if text_only_as == "none" else blank)  # fmt: skip
+            doc = task.doc(
+                row, variant=version.variant, gold=version.gold, image=None if text_only_as == "none" else blank
+            )
             docs.append({**doc, "contam_text_only_input": text_only_as})
             continue
         shown = None

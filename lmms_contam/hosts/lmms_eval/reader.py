@@ -194,8 +194,11 @@ def _settings(results: dict, task: str) -> dict:
 
 # lmms-eval's own tasks of a benchmark, known by the process_results they name (so a task including a built-in's
 # YAML under another name is known too): leaderboard mode pairs their runs with the plugin's *_perturbed task.
-BUILTIN_BY_SCORER = {bound.scorer.process_results: name for name, bound in BINDINGS.items()
-                     if bound.builtin_yaml and bound.scorer.module.startswith("lmms_eval.")}  # fmt: skip
+BUILTIN_BY_SCORER = {
+    bound.scorer.process_results: name
+    for name, bound in BINDINGS.items()
+    if bound.builtin_yaml and bound.scorer.module.startswith("lmms_eval.")
+}
 
 
 def _task_parts(task: str, results: dict) -> tuple[str, str] | None:
@@ -222,8 +225,17 @@ def _discover(paths: list[str | Path]) -> tuple[list[_Source], set[str]]:
                 continue
             logged = _check_task(results, task, results_path, builtin=parts[1] == BUILTIN)
             metrics = (results.get("results") or {}).get(task)
-            sources.append(_Source(model_label(results), *parts, samples_path, logged, results_path,
-                                   metrics if isinstance(metrics, dict) else {}, _settings(results, task)))  # fmt: skip
+            sources.append(
+                _Source(
+                    model_label(results),
+                    *parts,
+                    samples_path,
+                    logged,
+                    results_path,
+                    metrics if isinstance(metrics, dict) else {},
+                    _settings(results, task),
+                )
+            )
     named = [Path(p) for p in paths if Path(p).is_file() and SAMPLES_FILE.match(Path(p).name)]
     for path in named:
         task = SAMPLES_FILE.match(path.name)["task"]
@@ -257,9 +269,11 @@ def _select(model: str, benchmark: str, sources: list[_Source]) -> list[_Source]
     missing = [kind for kind in ("original", "perturbed") if kind not in by_kind]
     if missing:
         present = ", ".join(str(s.samples) for s in sources)
-        raise ReportInputError(f"{model}, {benchmark}: no {benchmark}_{missing[0]} samples (found only {present}); "
-                               f"with a run of lmms-eval's own {benchmark} task, {benchmark}_perturbed "
-                               "is enough")  # fmt: skip
+        raise ReportInputError(
+            f"{model}, {benchmark}: no {benchmark}_{missing[0]} samples (found only {present}); "
+            f"with a run of lmms-eval's own {benchmark} task, {benchmark}_perturbed "
+            "is enough"
+        )
     return [by_kind["original"], by_kind["perturbed"]]
 
 
@@ -316,16 +330,20 @@ def _builtin_originals(source: _Source) -> dict[str, ScoredItem]:
     logged: lmms-eval does not log the document): correctness as the built-in scored it, the reply, the target."""
     bound = binding(source.benchmark)
     if bound.logged_id is None:
-        raise ReportInputError(f"{source.samples}: lmms-eval's own {source.benchmark} task logs no item id in its "
-                               f"samples, so its run cannot be paired with {source.benchmark}_perturbed; run "
-                               f"{source.benchmark}_contam (or {source.benchmark}_original) instead")  # fmt: skip
+        raise ReportInputError(
+            f"{source.samples}: lmms-eval's own {source.benchmark} task logs no item id in its "
+            f"samples, so its run cannot be paired with {source.benchmark}_perturbed; run "
+            f"{source.benchmark}_contam (or {source.benchmark}_original) instead"
+        )
     originals = {}
     for number, sample in _read_samples(source.samples, source.logged):
         try:
             original_id, correct = bound.logged_id(sample), int(bound.scorer.read_correct({}, sample))
         except (KeyError, TypeError, ValueError) as exc:
-            raise ReportInputError(f"{source.samples}:{number}: not a sample of lmms-eval's {source.benchmark} task "
-                                   f"({type(exc).__name__}: {exc})") from exc  # fmt: skip
+            raise ReportInputError(
+                f"{source.samples}:{number}: not a sample of lmms-eval's {source.benchmark} task "
+                f"({type(exc).__name__}: {exc})"
+            ) from exc
         response = sample.get("filtered_resps")
         response = response[0] if isinstance(response, list) and response else response
         originals[original_id] = ScoredItem(
@@ -350,18 +368,27 @@ def _add_originals_of_builtin_run(entry: ModelBenchmark, source: _Source, candid
         perturbed = versions[PERTURBED]
         found = originals.get(perturbed.original_id)
         if found is None:
-            raise ReportInputError(f"{source.samples}: no item {perturbed.original_id} of {entry.benchmark}, which "
-                                   f"the perturbed run scored ({item_id}); pair runs of the same split")  # fmt: skip
-        versions[ORIGINAL] = replace(perturbed, variant=ORIGINAL, correct=found.correct, gold=found.gold,
-                                     response=found.response)  # fmt: skip
+            raise ReportInputError(
+                f"{source.samples}: no item {perturbed.original_id} of {entry.benchmark}, which "
+                f"the perturbed run scored ({item_id}); pair runs of the same split"
+            )
+        versions[ORIGINAL] = replace(
+            perturbed, variant=ORIGINAL, correct=found.correct, gold=found.gold, response=found.response
+        )
     entry.sources[ORIGINAL] = str(source.samples)
     perturbed_run = next(s for s in candidates if s.kind == PERTURBED)
     differing = [key for key in source.settings if source.settings[key] != perturbed_run.settings[key]]
-    entry.notes = (*entry.notes, f"leaderboard mode: the originals from {source.samples.name} (lmms-eval's own task), "
-                   f"{len(entry.items)} of its {len(originals)} items")  # fmt: skip
+    entry.notes = (
+        *entry.notes,
+        f"leaderboard mode: the originals from {source.samples.name} (lmms-eval's own task), "
+        f"{len(entry.items)} of its {len(originals)} items",
+    )
     if differing:
-        entry.notes = (*entry.notes, f"the built-in run and the perturbed run differ in {', '.join(differing)}: the "
-                       "delta may come from that, not only from memorisation")  # fmt: skip
+        entry.notes = (
+            *entry.notes,
+            f"the built-in run and the perturbed run differ in {', '.join(differing)}: the "
+            "delta may come from that, not only from memorisation",
+        )
 
 
 def _unrepeated(source: _Source, read: Callable[[dict, Path, int], T], key: Callable[[T], tuple[str, str]]) -> list[T]:
@@ -393,9 +420,11 @@ def _check_logged_metrics(source: _Source, logged: list[dict]) -> None:
             )
         ours = AGGREGATIONS[metric.aggregation](logged)
         if not (math.isclose(ours, theirs, rel_tol=1e-9, abs_tol=1e-12) or (math.isnan(ours) and math.isnan(theirs))):
-            raise ReportInputError(f"{source.samples}: its samples give {metric.name} = {ours:.6g}, but "
-                                   f"{source.results_file} logged {theirs:.6g} for {task}: the samples file is not "
-                                   "this run's (another model's, or lines replaced)")  # fmt: skip
+            raise ReportInputError(
+                f"{source.samples}: its samples give {metric.name} = {ours:.6g}, but "
+                f"{source.results_file} logged {theirs:.6g} for {task}: the samples file is not "
+                "this run's (another model's, or lines replaced)"
+            )
 
 
 def _scanned_ids(sample: dict, source: Path, line: int) -> dict:
@@ -409,9 +438,15 @@ def _scanned_ids(sample: dict, source: Path, line: int) -> dict:
 def _detector_run(source: _Source) -> DetectorRun:
     records = _unrepeated(source, _record, lambda r: (r.item_id, r.variant))
     _check_logged_metrics(source, [record.as_logged() for record in records])
-    return DetectorRun(source.model, source.benchmark, source.kind, records, str(source.samples))
+    return DetectorRun(
+        model=source.model,
+        benchmark=source.benchmark,
+        detector=source.kind,
+        records=records,
+        source=str(source.samples),
+    )
 
 
 def _scanned_run(source: _Source) -> ScannedRun:
     records = _unrepeated(source, _scanned_ids, lambda r: (str(r["item_id"]), ""))
-    return ScannedRun(source.model, source.benchmark, records, str(source.samples))
+    return ScannedRun(model=source.model, benchmark=source.benchmark, records=records, source=str(source.samples))

@@ -57,8 +57,9 @@ SCANNED_METRICS = (
 )
 # Their metric_list entries: accuracies and item counts on either side are higher-is-better, as in lmms-eval;
 # rates, gaps and p-values, the contamination signals, are not.
-SCANNED_METRIC_LIST = tuple(Metric(name, name, name.endswith(("acc_flagged", "acc_clean", "n_flagged", "n_clean")))
-                            for name in SCANNED_METRICS)  # fmt: skip
+SCANNED_METRIC_LIST = tuple(
+    Metric(name, name, name.endswith(("acc_flagged", "acc_clean", "n_flagged", "n_clean"))) for name in SCANNED_METRICS
+)
 
 
 def scans_folder() -> tuple[Path, str]:
@@ -143,10 +144,15 @@ def scanned_results(benchmark: str) -> Callable[[dict, list], dict]:
 
     def process_results(doc: dict, results: list) -> dict:
         builtin_output, correct = scorer.score(doc, results)
-        record = {"schema_version": SCHEMA_VERSION, "benchmark": benchmark, "item_id": doc["contam_item_id"],
-                  "correct": correct, IMAGE_ONLY: doc[FLAG_COLUMNS[IMAGE_ONLY]],
-                  IMAGE_TEXT: doc[FLAG_COLUMNS[IMAGE_TEXT]],
-                  **group_of(benchmark, doc)}  # fmt: skip
+        record = {
+            "schema_version": SCHEMA_VERSION,
+            "benchmark": benchmark,
+            "item_id": doc["contam_item_id"],
+            "correct": correct,
+            IMAGE_ONLY: doc[FLAG_COLUMNS[IMAGE_ONLY]],
+            IMAGE_TEXT: doc[FLAG_COLUMNS[IMAGE_TEXT]],
+            **group_of(benchmark, doc),
+        }
         builtin_output = group_scored_output(benchmark, builtin_output, record, doc)
         return {**builtin_output, **dict.fromkeys(SCANNED_METRICS, record), "contam_ids": record}
 
@@ -173,11 +179,15 @@ AGGREGATIONS: dict[str, Callable[[list[dict]], float]] = {
     for name, compute in {
         "image_only_rate": lambda records: rate(records, IMAGE_ONLY),
         "image_text_rate": lambda records: rate(records, IMAGE_TEXT),
-        **{f"{kind}_{suffix}": (lambda records, kind=kind, field=field: getattr(subset_comparison(records, kind),
-                                                                                field))
-           for kind in (IMAGE_ONLY, IMAGE_TEXT) for suffix, field in SUBSET_FIELDS.items()},
+        **{
+            f"{kind}_{suffix}": (
+                lambda records, kind=kind, field=field: getattr(subset_comparison(records, kind), field)
+            )
+            for kind in (IMAGE_ONLY, IMAGE_TEXT)
+            for suffix, field in SUBSET_FIELDS.items()
+        },
         "n_unscanned": _count(IMAGE_ONLY, UNSCANNED),
         "n_unjudged": _count(IMAGE_TEXT, UNJUDGED),
     }.items()
-}  # fmt: skip
+}
 assert tuple(AGGREGATIONS) == SCANNED_METRICS

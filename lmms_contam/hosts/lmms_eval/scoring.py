@@ -62,13 +62,19 @@ class GroupScheme:
 
 
 GROUP_SCHEMES = {
-    "naturalbench": GroupScheme((
-        Metric("naturalbench_G_ACC", "group_g_acc", True), Metric("naturalbench_Q_ACC", "group_q_acc", True),
-        Metric("naturalbench_I_ACC", "group_i_acc", True), Metric("naturalbench_ACC", "group_acc", True),
-    )),
-    "mme": GroupScheme((Metric("mme_perception_score", "pair_score", True),
-                        Metric("mme_cognition_score", "pair_score", True)), by_builtin_key=True),
-}  # fmt: skip
+    "naturalbench": GroupScheme(
+        (
+            Metric("naturalbench_G_ACC", "group_g_acc", True),
+            Metric("naturalbench_Q_ACC", "group_q_acc", True),
+            Metric("naturalbench_I_ACC", "group_i_acc", True),
+            Metric("naturalbench_ACC", "group_acc", True),
+        )
+    ),
+    "mme": GroupScheme(
+        (Metric("mme_perception_score", "pair_score", True), Metric("mme_cognition_score", "pair_score", True)),
+        by_builtin_key=True,
+    ),
+}
 GROUP_SCORES = {"group_g_acc": "G_Acc", "group_q_acc": "Q_Acc", "group_i_acc": "I_Acc", "group_acc": "Acc"}
 # Peer detector tasks (*_circular, *_option_shuffle, *_text_only): one metric per DetectorSignal field.
 DETECTOR_FIELDS = ("reference", "score", "signal", "p_value", "n_items", "n_changed", "n_excluded")
@@ -81,14 +87,32 @@ def _detector_metrics(*named: tuple[str, bool]) -> tuple[Metric, ...]:
 
 
 DETECTOR_METRICS = {
-    CIRCULAR: _detector_metrics(("acc_vanilla", True), ("acc_circular", True), ("circular_drop", True),
-                                ("circular_p", False), ("n_items", True), ("n_inconsistent", False),
-                                ("n_excluded", False)),
-    OPTION_SHUFFLE: _detector_metrics(("acc_original", True), ("acc_shuffled", True), ("shuffle_delta", True),
-                                      ("shuffle_p", False), ("n_items", True), ("n_flipped", False)),
-    TEXT_ONLY: _detector_metrics(("chance", True), ("acc_text_only", False), ("text_only_excess", False),
-                                 ("text_only_p", False), ("n_items", True), ("n_right", False)),
-}  # fmt: skip
+    CIRCULAR: _detector_metrics(
+        ("acc_vanilla", True),
+        ("acc_circular", True),
+        ("circular_drop", True),
+        ("circular_p", False),
+        ("n_items", True),
+        ("n_inconsistent", False),
+        ("n_excluded", False),
+    ),
+    OPTION_SHUFFLE: _detector_metrics(
+        ("acc_original", True),
+        ("acc_shuffled", True),
+        ("shuffle_delta", True),
+        ("shuffle_p", False),
+        ("n_items", True),
+        ("n_flipped", False),
+    ),
+    TEXT_ONLY: _detector_metrics(
+        ("chance", True),
+        ("acc_text_only", False),
+        ("text_only_excess", False),
+        ("text_only_p", False),
+        ("n_items", True),
+        ("n_right", False),
+    ),
+}
 
 
 def task_metrics(family: str) -> tuple[Metric, ...]:
@@ -102,11 +126,19 @@ def _score(benchmark: str, doc: dict, results: list) -> tuple[dict, dict]:
     """The built-in output and this plugin's per-document record (ids + 0/1 correctness), as logged."""
     builtin_output, correct = binding(benchmark).scorer.score(doc, results)
     record = ContamRecord(
-        benchmark=benchmark, item_id=doc["contam_item_id"], original_id=doc["contam_original_id"],
-        variant=doc["contam_variant"], correct=correct, n_options=doc["contam_n_options"], gold=doc["contam_gold"],
-        stratum=doc["contam_stratum"], group=doc["contam_group"], slot=doc["contam_slot"],
-        set_manifest=doc.get("contam_set_manifest"), text_only_input=doc.get("contam_text_only_input"),
-    )  # fmt: skip
+        benchmark=benchmark,
+        item_id=doc["contam_item_id"],
+        original_id=doc["contam_original_id"],
+        variant=doc["contam_variant"],
+        correct=correct,
+        n_options=doc["contam_n_options"],
+        gold=doc["contam_gold"],
+        stratum=doc["contam_stratum"],
+        group=doc["contam_group"],
+        slot=doc["contam_slot"],
+        set_manifest=doc.get("contam_set_manifest"),
+        text_only_input=doc.get("contam_text_only_input"),
+    )
     return builtin_output, record.as_logged()
 
 
@@ -128,8 +160,11 @@ def group_scored_output(benchmark: str, builtin_output: dict, record: dict, doc:
 def _single_variant(benchmark: str) -> Callable[[dict, list], dict]:
     def process_results(doc: dict, results: list) -> dict:
         builtin_output, record = _score(benchmark, doc, results)
-        return {**group_scored_output(benchmark, builtin_output, record, doc),
-                **dict.fromkeys((m.name for m in SINGLE_METRICS), record), "contam_ids": record}  # fmt: skip
+        return {
+            **group_scored_output(benchmark, builtin_output, record, doc),
+            **dict.fromkeys((m.name for m in SINGLE_METRICS), record),
+            "contam_ids": record,
+        }
 
     return process_results
 
@@ -211,14 +246,21 @@ def pair_score(records: list[dict]) -> float:
 
 # The aggregations the metric tables above name; lmms_contam/hosts/lmms_eval/task_functions.py exposes each by name.
 AGGREGATIONS: dict[str, Callable[[list[dict]], float]] = {
-    **{name: _aggregation(paired_comparison, field) for name, field in (
-        ("acc_original", "acc_original"), ("acc_perturbed", "acc_perturbed"), ("delta", "delta"),
-        ("delta_ci_low", "ci_low"), ("delta_ci_high", "ci_high"), ("mcnemar_p", "mcnemar_p"),
-        ("n_pairs", "n_pairs"),
-        ("n_flagged", "right_to_wrong"),  # right on the original, wrong on the counterfactual: the per-item signal
-    )},
+    **{
+        name: _aggregation(paired_comparison, field)
+        for name, field in (
+            ("acc_original", "acc_original"),
+            ("acc_perturbed", "acc_perturbed"),
+            ("delta", "delta"),
+            ("delta_ci_low", "ci_low"),
+            ("delta_ci_high", "ci_high"),
+            ("mcnemar_p", "mcnemar_p"),
+            ("n_pairs", "n_pairs"),
+            ("n_flagged", "right_to_wrong"),  # right on the original, wrong on the counterfactual: the per-item signal
+        )
+    },
     **{f"detector_{field}": _aggregation(detector_signal_of, field) for field in DETECTOR_FIELDS},
     "contam_acc": contam_accuracy,
     **{key: _group_score(score) for key, score in GROUP_SCORES.items()},
     "pair_score": pair_score,
-}  # fmt: skip
+}

@@ -35,9 +35,17 @@ SCANNED = "scanned"
 PAIRED_GROUP = "contam_paired"
 METADATA = [{"version": 1.0}]  # the report reads tasks of this version
 # Blocks every task takes from its built-in task as they are; the plugin supplies the rest.
-PROMPT_KEYS = ("output_type", "doc_to_visual", "doc_to_text", "doc_to_messages", "doc_to_target",
-               "model_specific_target_kwargs", "generation_kwargs", "lmms_eval_specific_kwargs",
-               "model_specific_generation_kwargs")  # fmt: skip
+PROMPT_KEYS = (
+    "output_type",
+    "doc_to_visual",
+    "doc_to_text",
+    "doc_to_messages",
+    "doc_to_target",
+    "model_specific_target_kwargs",
+    "generation_kwargs",
+    "lmms_eval_specific_kwargs",
+    "model_specific_generation_kwargs",
+)
 HUB_KEYS = ("dataset_path", "dataset_name", "dataset_kwargs", "test_split")  # the *_scanned tasks'
 REPLACED_KEYS = ("task", "tag", "group", "process_results", "metric_list", "metadata")
 ABOUT = {
@@ -54,8 +62,10 @@ ABOUT = {
     SCANNED: "{label} as lmms-eval's own task scores it, plus contamination flags per item joined from the scan "
     "folder ($LMMS_CONTAM_SCANS; see lmms_contam/hosts/lmms_eval/scanned.py and the README's 'Scanned tasks').",
 }
-BY_GROUP = ("Its built-in aggregations assert every row in order, or every pair; these compute the same scores "
-            "by group id, so subsets, --limit and sets that kept one question of a pair work.")  # fmt: skip
+BY_GROUP = (
+    "Its built-in aggregations assert every row in order, or every pair; these compute the same scores "
+    "by group id, so subsets, --limit and sets that kept one question of a pair work."
+)
 
 
 class TaskFileError(ValueError):
@@ -141,8 +151,10 @@ class GeneratedTask:
 
 
 def _metric_entries(metrics: tuple[Metric, ...], module: str) -> list[dict]:
-    return [{"metric": m.name, "aggregation": Function(f"{module}.{m.aggregation}"),
-             "higher_is_better": m.higher_is_better} for m in metrics]  # fmt: skip
+    return [
+        {"metric": m.name, "aggregation": Function(f"{module}.{m.aggregation}"), "higher_is_better": m.higher_is_better}
+        for m in metrics
+    ]
 
 
 class _Benchmark:
@@ -170,28 +182,43 @@ class _Benchmark:
         name = f"{self.spec.name}_{family}"
         folder = SCANNED if family == SCANNED else self.spec.name
         head = {"task": name, **({"tag": tags} if tags else {})}
-        hooks = {"process_docs": Function(f"{self.module}.{name}_docs"),
-                 "process_results": Function(f"{self.module}.{name}_results")}  # fmt: skip
+        hooks = {
+            "process_docs": Function(f"{self.module}.{name}_docs"),
+            "process_results": Function(f"{self.module}.{name}_results"),
+        }
         blocks = {key: value for key, value in config.items() if key not in ("metric_list", "metadata")}
         config = {**head, **blocks, **hooks, "metric_list": config["metric_list"], "metadata": METADATA}
         about = ABOUT[family].format(label=self.spec.label)
-        return GeneratedTask(self.spec.name, f"{folder}/{name}.yaml", about, self.source, config,
-                             {f"{name}_{key}": value for key, value in functions.items()})  # fmt: skip
+        return GeneratedTask(
+            benchmark=self.spec.name,
+            path=f"{folder}/{name}.yaml",
+            about=about,
+            source=self.source,
+            config=config,
+            functions={f"{name}_{key}": value for key, value in functions.items()},
+        )
 
     def local(self, family: str, tags: list[str], metrics: list[dict]) -> GeneratedTask:
         """A task over the resolved perturbed set (lmms-eval loads the locator line first)."""
         prompt = dict(self.prompt)
         name = json.dumps(self.spec.name)
-        functions = {"docs": f"documents.task_docs({name}, {json.dumps(family)})",
-                     "results": f"scoring.task_results({name}, {json.dumps(family)})"}  # fmt: skip
+        functions = {
+            "docs": f"documents.task_docs({name}, {json.dumps(family)})",
+            "results": f"scoring.task_results({name}, {json.dumps(family)})",
+        }
         if family == TEXT_ONLY:
             # The image the document may withhold: its own doc_to_visual, and no message builder (MMMU's
             # doc_to_messages reads the image itself); chat loaders then build messages from text and visuals.
             functions["visual"] = f"documents.text_only_visual({name}, {json.dumps(prompt['doc_to_visual'])})"
             prompt["doc_to_visual"] = Function(f"{self.module}.{self.spec.name}_{family}_visual")
             prompt.pop("doc_to_messages", None)
-        config = {"dataset_path": "json", "dataset_kwargs": {"data_files": {"test": f"../{LOCATOR}"}},
-                  "test_split": "test", **prompt, "metric_list": metrics}  # fmt: skip
+        config = {
+            "dataset_path": "json",
+            "dataset_kwargs": {"data_files": {"test": f"../{LOCATOR}"}},
+            "test_split": "test",
+            **prompt,
+            "metric_list": metrics,
+        }
         return self.task(family, tags, config, functions)
 
     def tasks(self) -> Iterator[GeneratedTask]:
@@ -223,9 +250,11 @@ class _Benchmark:
 
 
 def _yaml(task: GeneratedTask) -> str:
-    header = (f"Generated by `lmms-contam tasks generate` from lmms_contam/registry/specs.py, "
-              f"hosts/lmms_eval/bindings.py and {task.source}; "
-              "do not edit (tests/test_task_files.py fails on any difference). " + task.about)  # fmt: skip
+    header = (
+        f"Generated by `lmms-contam tasks generate` from lmms_contam/registry/specs.py, "
+        f"hosts/lmms_eval/bindings.py and {task.source}; "
+        "do not edit (tests/test_task_files.py fails on any difference). " + task.about
+    )
     return _comment(header) + _dump(task.config)
 
 
@@ -247,8 +276,12 @@ def _aggregation_sources() -> dict[str, str]:
 
 def _functions_source(tasks: list[GeneratedTask], module: str) -> str:
     sources = _aggregation_sources()
-    named = {str(m["aggregation"]).rsplit(".", 1)[1] for task in tasks for m in task.config.get("metric_list", [])
-             if str(m["aggregation"]).startswith(f"{module}.")}  # fmt: skip
+    named = {
+        str(m["aggregation"]).rsplit(".", 1)[1]
+        for task in tasks
+        for m in task.config.get("metric_list", [])
+        if str(m["aggregation"]).startswith(f"{module}.")
+    }
     lines = [
         '"""Every `!function` target of the plugin\'s task YAMLs, by the name the YAMLs give.',
         "",
@@ -287,22 +320,33 @@ def generated(module: str = FUNCTIONS_MODULE) -> tuple[dict[str, str], str]:
         "Generated by `lmms-contam tasks generate`; do not edit. The paired contamination tasks of every benchmark "
         f"built from the hub, in one run: --tasks {PAIRED_GROUP}"
     ) + _dump({"group": PAIRED_GROUP, "task": paired})
-    files[LOCATOR] = json.dumps({"note": "lmms-eval loads this line first; the task's process_docs replaces it with "
-                                 "the resolved perturbed set (see `lmms-contam datasets`)."}) + "\n"  # fmt: skip
+    files[LOCATOR] = (
+        json.dumps(
+            {
+                "note": "lmms-eval loads this line first; the task's process_docs replaces it with "
+                "the resolved perturbed set (see `lmms-contam datasets`)."
+            }
+        )
+        + "\n"
+    )
     return files, _functions_source(tasks, module)
 
 
 def _present(tasks_dir: Path) -> dict[str, str]:
-    return {path.relative_to(tasks_dir).as_posix(): path.read_text() for path in sorted(tasks_dir.rglob("*"))
-            if path.is_file() and "__pycache__" not in path.parts}  # fmt: skip
+    return {
+        path.relative_to(tasks_dir).as_posix(): path.read_text()
+        for path in sorted(tasks_dir.rglob("*"))
+        if path.is_file() and "__pycache__" not in path.parts
+    }
 
 
 def differences(tasks_dir: Path, functions_file: Path, module: str = FUNCTIONS_MODULE) -> list[str]:
     """What differs from a fresh generation: missing, changed and stray files."""
     files, functions = generated(module)
     present = _present(tasks_dir) if tasks_dir.is_dir() else {}
-    changed = [f"{tasks_dir / path}" for path in sorted(files.keys() | present.keys())
-               if files.get(path) != present.get(path)]  # fmt: skip
+    changed = [
+        f"{tasks_dir / path}" for path in sorted(files.keys() | present.keys()) if files.get(path) != present.get(path)
+    ]
     if not functions_file.is_file() or functions_file.read_text() != functions:
         changed.append(str(functions_file))
     return changed

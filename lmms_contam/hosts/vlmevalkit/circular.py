@@ -36,10 +36,12 @@ def circular_records(result: ResultFile) -> list[ScoredItem] | None:
     judged = result.path.name.removesuffix(result.path.suffix).removesuffix("_result")
     circ0_path = result.path.with_name(f"{judged}{VANILLA_CIRC0}_result{result.path.suffix}")
     if not circ0_path.is_file():
-        logger.warning(f"lmms-contam: {result.path} is VLMEvalKit's CircularEval of {result.dataset}, but without "
-                       f"{circ0_path.name} beside it the circular detector lacks each item's hit in the original "
-                       f"order; VLMEvalKit writes it when evaluating with PRINT_VANILLA=1 (PRINT_VANILLA=1 python -m "
-                       f"vlmeval --data {result.dataset} --model {result.model} --mode eval --reuse)")  # fmt: skip
+        logger.warning(
+            f"lmms-contam: {result.path} is VLMEvalKit's CircularEval of {result.dataset}, but without "
+            f"{circ0_path.name} beside it the circular detector lacks each item's hit in the original "
+            f"order; VLMEvalKit writes it when evaluating with PRINT_VANILLA=1 (PRINT_VANILLA=1 python -m "
+            f"vlmeval --data {result.dataset} --model {result.model} --mode eval --reuse)"
+        )
         return None
     circ0 = read_table(circ0_path)
     checked_own_table(circ0_path, circ0)
@@ -50,9 +52,14 @@ def circular_records(result: ResultFile) -> list[ScoredItem] | None:
     asked = _times_asked(result)
     records = []
     for item_id, row in every.items():
-        common = {"benchmark": result.benchmark, "item_id": item_id, "original_id": item_id,
-                  "n_options": sum(bool(cell_text(row.get(letter))) for letter in string.ascii_uppercase),
-                  "gold": cell_text(row["answer"]), "response": cell_text(row["prediction"])}  # fmt: skip
+        common = {
+            "benchmark": result.benchmark,
+            "item_id": item_id,
+            "original_id": item_id,
+            "n_options": sum(bool(cell_text(row.get(letter))) for letter in string.ascii_uppercase),
+            "gold": cell_text(row["answer"]),
+            "response": cell_text(row["prediction"]),
+        }
         if asked[item_id] == 1:
             records.append(ScoredItem(variant=UNROTATED, correct=int(cell_text(row["hit"])), **common))
         else:

@@ -121,12 +121,30 @@ def export_set(benchmark: str, family: str = CONTAM, lmudata: str | Path | None 
         table.to_csv(tmp, sep="\t", index=False)
     source = manifest_path(location)
     verification = (json.loads(source.read_text()).get("verification") if source else None) or None
-    manifest = {"kind": "lmms-contam export vlmevalkit", "lmms_contam_version": __version__, "benchmark": benchmark,
-                "family": family, "dataset": name, "rows": len(table), "items": len(rows),
-                "set": {"location": location.value, "found_via": location.found_via, "manifest_sha256": set_manifest,
-                        "verification": verification},
-                "tsv_sha256": hashlib.sha256(tsv.read_bytes()).hexdigest()}  # fmt: skip
+    manifest = {
+        "kind": "lmms-contam export vlmevalkit",
+        "lmms_contam_version": __version__,
+        "benchmark": benchmark,
+        "family": family,
+        "dataset": name,
+        "rows": len(table),
+        "items": len(rows),
+        "set": {
+            "location": location.value,
+            "found_via": location.found_via,
+            "manifest_sha256": set_manifest,
+            "verification": verification,
+        },
+        "tsv_sha256": hashlib.sha256(tsv.read_bytes()).hexdigest(),
+    }
     with atomic_path(export_manifest(tsv)) as tmp:
         tmp.write_text(json.dumps(manifest, indent=2) + "\n")
-    return Exported(benchmark=benchmark, family=family, dataset=name, tsv=tsv, items=len(rows), rows=len(table),
-                    verification=verification)  # fmt: skip
+    return Exported(
+        benchmark=benchmark,
+        family=family,
+        dataset=name,
+        tsv=tsv,
+        items=len(rows),
+        rows=len(table),
+        verification=verification,
+    )

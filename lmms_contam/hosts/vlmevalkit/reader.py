@@ -56,15 +56,21 @@ def how_matched(result: ResultFile) -> tuple[str, tuple[str, ...]]:
     if kinds["judge"]:
         matching += f" (an LLM matched {kinds['judge']} of {total} replies its rules could not)"
     if kinds["unmatched"] and result.judge != EXACT_MATCHING:
-        notes.append(f"{result.path.name}: the judge {result.judge} was named but did not work: VLMEvalKit fell back "
-                     f"to exact matching, and {kinds['unmatched']} of {total} replies it could not match count as "
-                     "wrong")  # fmt: skip
+        notes.append(
+            f"{result.path.name}: the judge {result.judge} was named but did not work: VLMEvalKit fell back "
+            f"to exact matching, and {kinds['unmatched']} of {total} replies it could not match count as "
+            "wrong"
+        )
     elif kinds["unmatched"]:
-        notes.append(f"{result.path.name}: {kinds['unmatched']} of {total} replies named no option VLMEvalKit's rules "
-                     "could match; with exact_matching they count as wrong")  # fmt: skip
+        notes.append(
+            f"{result.path.name}: {kinds['unmatched']} of {total} replies named no option VLMEvalKit's rules "
+            "could match; with exact_matching they count as wrong"
+        )
     if kinds["random"]:
-        notes.append(f"{result.path.name}: for {kinds['random']} of {total} replies the judge failed and VLMEvalKit "
-                     "drew a random option")  # fmt: skip
+        notes.append(
+            f"{result.path.name}: for {kinds['random']} of {total} replies the judge failed and VLMEvalKit "
+            "drew a random option"
+        )
     return matching, tuple(notes)
 
 
@@ -73,14 +79,21 @@ def _items(result: ResultFile) -> list[ScoredItem]:
     items = []
     for number, row in enumerate(result.table.to_dict("records"), 2):
         try:
-            items.append(ScoredItem(
-                benchmark=cell_text(row["contam_benchmark"]), item_id=cell_text(row["contam_item_id"]),
-                original_id=cell_text(row["contam_original_id"]), variant=cell_text(row["contam_variant"]),
-                correct=int(cell_text(row["hit"])), n_options=int(cell_text(row["contam_n_options"])),
-                gold=cell_text(row["answer"]), stratum=cell_text(row.get("contam_stratum")),
-                set_manifest=cell_text(row.get("contam_set_manifest")) or None,
-                text_only_input="none" if text_only else None, response=cell_text(row["prediction"]),
-            ))  # fmt: skip
+            items.append(
+                ScoredItem(
+                    benchmark=cell_text(row["contam_benchmark"]),
+                    item_id=cell_text(row["contam_item_id"]),
+                    original_id=cell_text(row["contam_original_id"]),
+                    variant=cell_text(row["contam_variant"]),
+                    correct=int(cell_text(row["hit"])),
+                    n_options=int(cell_text(row["contam_n_options"])),
+                    gold=cell_text(row["answer"]),
+                    stratum=cell_text(row.get("contam_stratum")),
+                    set_manifest=cell_text(row.get("contam_set_manifest")) or None,
+                    text_only_input="none" if text_only else None,
+                    response=cell_text(row["prediction"]),
+                )
+            )
         except ValueError as exc:
             raise ReportInputError(f"{result.path}: row {number}: {exc}") from exc
     return items
@@ -93,11 +106,18 @@ def _perturbation_entry(results: list[ResultFile]) -> ModelBenchmark:
     judges = {r.judge for r in results}
     if len(judges) > 1:
         listed = ", ".join(f"{r.path} ({r.judge})" for r in results)
-        raise ReportInputError(f"{first.model}, {first.benchmark}: the versions were scored by different judges "
-                               f"({listed}); a delta needs one answer matching on both sides")  # fmt: skip
+        raise ReportInputError(
+            f"{first.model}, {first.benchmark}: the versions were scored by different judges "
+            f"({listed}); a delta needs one answer matching on both sides"
+        )
     matchings = [how_matched(r) for r in results]
-    entry = ModelBenchmark(model_label(first), first.benchmark, host=VLMEVALKIT, matching=matchings[0][0],
-                           notes=tuple(note for _, notes in matchings for note in notes))  # fmt: skip
+    entry = ModelBenchmark(
+        model_label(first),
+        first.benchmark,
+        host=VLMEVALKIT,
+        matching=matchings[0][0],
+        notes=tuple(note for _, notes in matchings for note in notes),
+    )
     for result in sorted(results, key=lambda r: r.family == BUILTIN):  # a built-in run pairs with the items read
         if result.family == BUILTIN:
             _add_originals_of_own_run(entry, result)
@@ -122,15 +142,24 @@ def _add_originals_of_own_run(entry: ModelBenchmark, result: ResultFile) -> None
         perturbed = versions[PERTURBED]
         row = by_index.get(perturbed.original_id)
         if row is None:
-            raise ReportInputError(f"{result.path}: no index {perturbed.original_id}, which the perturbed run scored "
-                                   f"({item_id})")  # fmt: skip
-        versions[ORIGINAL] = replace(perturbed, variant=ORIGINAL, correct=int(cell_text(row["hit"])),
-                                     gold=cell_text(row["answer"]), response=cell_text(row["prediction"]))  # fmt: skip
+            raise ReportInputError(
+                f"{result.path}: no index {perturbed.original_id}, which the perturbed run scored ({item_id})"
+            )
+        versions[ORIGINAL] = replace(
+            perturbed,
+            variant=ORIGINAL,
+            correct=int(cell_text(row["hit"])),
+            gold=cell_text(row["answer"]),
+            response=cell_text(row["prediction"]),
+        )
     entry.sources[ORIGINAL] = str(result.path)
-    entry.notes = (*entry.notes, f"leaderboard mode: the originals from {result.path.name} (VLMEvalKit's own "
-                   f"{result.dataset}), {len(entry.items)} of its {len(by_index)} items; both runs ask with "
-                   "VLMEvalKit's multiple-choice prompt, but a model class that picks its prompt by the dataset's "
-                   "name may see the two names differently")  # fmt: skip
+    entry.notes = (
+        *entry.notes,
+        f"leaderboard mode: the originals from {result.path.name} (VLMEvalKit's own "
+        f"{result.dataset}), {len(entry.items)} of its {len(by_index)} items; both runs ask with "
+        "VLMEvalKit's multiple-choice prompt, but a model class that picks its prompt by the dataset's "
+        "name may see the two names differently",
+    )
 
 
 def load(paths: Iterable[str | Path]) -> Loaded:
@@ -148,13 +177,29 @@ def load(paths: Iterable[str | Path]) -> Loaded:
     pairs: dict[tuple[str, str], list[ResultFile]] = defaultdict(list)
     for (model, benchmark, family), (result,) in sorted(by_run.items()):
         if family in DETECTORS:
-            detectors.append(DetectorRun(model_label(result), benchmark, family, _items(result), str(result.path),
-                                         VLMEVALKIT))  # fmt: skip
+            detectors.append(
+                DetectorRun(
+                    model=model_label(result),
+                    benchmark=benchmark,
+                    detector=family,
+                    records=_items(result),
+                    source=str(result.path),
+                    host=VLMEVALKIT,
+                )
+            )
         elif family == BUILTIN_CIRCULAR:
             records = circular_records(result)
             if records:
-                detectors.append(DetectorRun(model_label(result), benchmark, CIRCULAR, records, str(result.path),
-                                             VLMEVALKIT))  # fmt: skip
+                detectors.append(
+                    DetectorRun(
+                        model=model_label(result),
+                        benchmark=benchmark,
+                        detector=CIRCULAR,
+                        records=records,
+                        source=str(result.path),
+                        host=VLMEVALKIT,
+                    )
+                )
         else:
             pairs[(model, benchmark)].append(result)
     for (model, benchmark), results in sorted(pairs.items()):
@@ -167,7 +212,9 @@ def load(paths: Iterable[str | Path]) -> Loaded:
             continue  # a run of VLMEvalKit's own dataset alone: nothing of ours to pair it with
         else:
             missing = ORIGINAL if PERTURBED in by_family else PERTURBED
-            raise ReportInputError(f"{model}, {benchmark}: no run of the {missing} export (found only "
-                                   f"{', '.join(str(r.path) for r in results)})")  # fmt: skip
+            raise ReportInputError(
+                f"{model}, {benchmark}: no run of the {missing} export (found only "
+                f"{', '.join(str(r.path) for r in results)})"
+            )
         benchmarks.append(_perturbation_entry(chosen))
     return Loaded(benchmarks, detectors)

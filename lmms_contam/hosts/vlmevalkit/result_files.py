@@ -94,8 +94,10 @@ class ResultFile:
 
 def _checked_rows(path: Path, table: pd.DataFrame, expected_rows: set[str] | None) -> None:
     if expected_rows is not None and expected_rows != {str(len(table))}:
-        raise ReportInputError(f"{path}: {len(table)} rows, but the export had {', '.join(sorted(expected_rows))} "
-                               "(a truncated file, or a run with --limit?)")  # fmt: skip
+        raise ReportInputError(
+            f"{path}: {len(table)} rows, but the export had {', '.join(sorted(expected_rows))} "
+            "(a truncated file, or a run with --limit?)"
+        )
     repeated = table["index"][table["index"].duplicated()].tolist()
     if repeated:
         raise ReportInputError(f"{path}: index {repeated[0]} appears more than once")
@@ -127,17 +129,25 @@ def read_result(path: Path) -> ResultFile | None:
     model, judge = _model_and_judge(path, dataset)
     _checked_rows(path, table, {cell_text(v) for v in table["contam_rows"]})
     first = table.iloc[0]
-    return ResultFile(path=path, model=model, dataset=dataset, judge=judge,
-                      benchmark=cell_text(first["contam_benchmark"]), family=cell_text(first["contam_family"]),
-                      table=table)  # fmt: skip
+    return ResultFile(
+        path=path,
+        model=model,
+        dataset=dataset,
+        judge=judge,
+        benchmark=cell_text(first["contam_benchmark"]),
+        family=cell_text(first["contam_family"]),
+        table=table,
+    )
 
 
 def _own_dataset_result(path: Path, table: pd.DataFrame) -> ResultFile | None:
     """A run of VLMEvalKit's own dataset of a benchmark, known by the run's status.json (which names its
     model and datasets; a file name alone cannot tell MMStar from a dataset whose name starts with it).
     PRINT_VANILLA's extra results are read beside the CircularEval result they belong to, not alone."""
-    status = next((folder / "status.json" for folder in (path.parent, path.parent.parent)
-                   if (folder / "status.json").is_file()), None)  # fmt: skip
+    status = next(
+        (folder / "status.json" for folder in (path.parent, path.parent.parent) if (folder / "status.json").is_file()),
+        None,
+    )
     try:
         known = json.loads(status.read_text()) if status else {}
     except json.JSONDecodeError as exc:
@@ -151,8 +161,9 @@ def _own_dataset_result(path: Path, table: pd.DataFrame) -> ResultFile | None:
                 return None
             checked_own_table(path, table)
             family = BUILTIN if dataset in OWN_DATASETS else BUILTIN_CIRCULAR
-            return ResultFile(path=path, model=model, dataset=dataset, judge=judge, benchmark=own, family=family,
-                              table=table)  # fmt: skip
+            return ResultFile(
+                path=path, model=model, dataset=dataset, judge=judge, benchmark=own, family=family, table=table
+            )
     return None
 
 
