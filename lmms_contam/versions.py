@@ -10,14 +10,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lmms_contam.detectors.options import gold_letter, gold_moving_shuffle, names_option_letters, rotations
-from lmms_contam.detectors.signals import CIRCULAR, DETECTORS, OPTION_SHUFFLE, TEXT_ONLY, UNROTATED
+from lmms_contam.detectors.base import AskedItem
+from lmms_contam.detectors.options import gold_letter
+from lmms_contam.detectors.registry import DETECTORS
 from lmms_contam.letters import option_letters
 from lmms_contam.records import CONTAM, ORIGINAL, PERTURBED
 from lmms_contam.schema import PerturbedSetError
 
 ORIGINAL_IMAGE, PERTURBED_IMAGE, NO_IMAGE = "original_image", "image", None  # a set row's image columns
-FAMILIES = (CONTAM, ORIGINAL, PERTURBED, *DETECTORS)
+
+
+def families() -> tuple[str, ...]:
+    """Every task family: the perturbation's and one per registered detector."""
+    return (CONTAM, ORIGINAL, PERTURBED, *DETECTORS)
 
 
 @dataclass(frozen=True)
@@ -39,26 +44,27 @@ def item_versions(benchmark: str, family: str, row: dict, rotate_all: bool = Fal
     if family == PERTURBED:
         return [_perturbed(row)]
     if family not in DETECTORS:
-        raise ValueError(f"unknown task family {family!r}; known: {', '.join(FAMILIES)}")
-    options = list(row["options"])
+        raise ValueError(f"unknown task family {family!r}; known: {', '.join(families())}")
+    detector = DETECTORS[family]
+    options = tuple(row["options"])
     letters = option_letters(len(options))
     if row["original_answer"] not in letters:
         raise PerturbedSetError(
             f"{benchmark} item {row['item_id']}: answer {row['original_answer']!r} is not one of its option "
             f"letters {letters}; the peer detectors need lettered options"
         )
-    if family == TEXT_ONLY:
-        return [Version(TEXT_ONLY, row["original_answer"], NO_IMAGE)]
-    gold, n = letters.index(row["original_answer"]), len(options)
-    if family == CIRCULAR and names_option_letters(options) and not rotate_all:
-        orders = {UNROTATED: tuple(range(n))}
-    elif family == CIRCULAR:
-        orders = {f"rotation{r}": order for r, order in enumerate(rotations(n))}
-    elif family == OPTION_SHUFFLE:
-        orders = {"original_order": tuple(range(n)), "shuffled": gold_moving_shuffle(row["item_id"], n, gold)}
+    item = AskedItem(
+        item_id=row["item_id"], options=options, gold=letters.index(row["original_answer"]), rotate_all=rotate_all
+    )
+    image = NO_IMAGE if detector.withholds_image else ORIGINAL_IMAGE
     return [
-        Version(variant=variant, gold=gold_letter(order, gold), image=ORIGINAL_IMAGE, order=order)
-        for variant, order in orders.items()
+        Version(
+            variant=variant,
+            gold=row["original_answer"] if order is None else gold_letter(order, item.gold),
+            image=image,
+            order=order,
+        )
+        for variant, order in detector.orders(item).items()
     ]
 
 

@@ -27,7 +27,10 @@ from scipy.stats import binomtest
 from lmms_contam import stats
 from lmms_contam.benchmarks.mm_perturb import read_tsv, row_options
 from lmms_contam.detectors.options import gold_moving_shuffle, names_option_letters, reorder_question, rotations
-from lmms_contam.detectors.signals import CIRCULAR, OPTION_SHUFFLE, TEXT_ONLY, UNROTATED, DetectorSignal
+from lmms_contam.detectors.circular import CIRCULAR, UNROTATED
+from lmms_contam.detectors.option_shuffle import OPTION_SHUFFLE
+from lmms_contam.detectors.signals import DetectorSignal
+from lmms_contam.detectors.text_only import TEXT_ONLY
 from lmms_contam.imaging import BLANK_GREY
 from lmms_contam.letters import option_letters
 from lmms_contam.records import ContamRecord
@@ -109,7 +112,7 @@ def test_the_switch_rotates_the_items_left_out_too(with_sets, monkeypatch):
 
 
 def test_an_item_left_out_counts_by_its_one_answer():
-    from lmms_contam.detectors.signals import circular
+    from lmms_contam.detectors.circular import signal as circular
 
     def record(item, variant, correct):
         return ContamRecord("mmstar", item, item, variant, correct, n_options=2)
@@ -138,10 +141,10 @@ def test_above_chance_p_is_the_exact_tail():
 
 def test_flags_point_the_right_way():
     drop = DetectorSignal(CIRCULAR, 100, 0.8, 0.6, 0.001, 20)
-    gain = DetectorSignal(TEXT_ONLY, 100, 0.25, 0.45, 0.001, 45)
+    gain = DetectorSignal(TEXT_ONLY, 100, 0.25, 0.45, 0.001, 45, flags_a_gain=True)
     assert drop.flagged() and gain.flagged()
     assert not DetectorSignal(OPTION_SHUFFLE, 100, 0.6, 0.8, 0.001, 0).flagged()
-    assert not DetectorSignal(TEXT_ONLY, 100, 0.25, 0.10, 0.001, 10).flagged()
+    assert not DetectorSignal(TEXT_ONLY, 100, 0.25, 0.10, 0.001, 10, flags_a_gain=True).flagged()
     assert not DetectorSignal(CIRCULAR, 100, 0.8, 0.7, 0.2, 10).flagged()
 
 

@@ -252,7 +252,8 @@ def test_results_from_another_task_version_are_refused(outputs, tmp_path):
 
 
 def test_peer_detectors_sit_beside_the_perturbation_verdict(outputs, tmp_path):
-    from lmms_contam.hosts.lmms_eval.scoring import DETECTOR_METRICS
+    from lmms_contam.detectors.registry import DETECTORS
+    from lmms_contam.hosts.lmms_eval.scoring import detector_metrics
 
     out, page = tmp_path / "report.json", tmp_path / "report.html"
     args = (str(outputs["detectors"]), str(outputs["circular_only"]))
@@ -261,7 +262,7 @@ def test_peer_detectors_sit_beside_the_perturbation_verdict(outputs, tmp_path):
     entries = {
         (e["model"].split(" ")[0], e["benchmark"], e["detector"]): e for e in json.loads(out.read_text())["detectors"]
     }
-    assert set(entries) == {("contam_test_memoriser", "mmstar", d) for d in DETECTOR_METRICS} | {
+    assert set(entries) == {("contam_test_memoriser", "mmstar", d) for d in DETECTORS} | {
         ("dummy", "realworldqa", "circular"),
         ("dummy", "mmstar", "text_only"),
     }
@@ -271,7 +272,7 @@ def test_peer_detectors_sit_beside_the_perturbation_verdict(outputs, tmp_path):
             "*_results.json"
         )
         task = json.loads(results_file.read_text())["results"][f"{benchmark}_{detector}"]
-        for metric in DETECTOR_METRICS[detector]:
+        for metric in detector_metrics(DETECTORS[detector]):
             field = metric.aggregation.removeprefix("detector_")
             assert entry[field] == pytest.approx(task[f"{metric.name},none"]), (detector, field)
     # The memoriser answers the letter it memorised: every rotation and shuffle breaks it, except on

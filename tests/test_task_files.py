@@ -12,10 +12,14 @@ from lmms_eval import utils as lmms_utils
 from lmms_eval.tasks import TaskManager
 
 from lmms_contam import cli
+from lmms_contam.detectors.base import Detector
+from lmms_contam.detectors.registry import DETECTORS, signal_of
+from lmms_contam.detectors.signals import order_signal, versions_by_item
 from lmms_contam.hosts.lmms_eval import task_files
 from lmms_contam.hosts.lmms_eval.bindings import BINDINGS
 from lmms_contam.hosts.lmms_eval.registration import tasks_dir
 from lmms_contam.hosts.lmms_eval.scanned import SCANNED_METRICS
+from lmms_contam.records import ContamRecord
 from lmms_contam.registry.specs import SPECS
 from lmms_contam.schema import write_parquet
 
@@ -92,8 +96,7 @@ def test_a_task_yaml_the_generator_cannot_carry_is_refused(tmp_path, monkeypatch
         task_files.generated()
 
 
-@pytest.fixture
-def toy_tasks(tmp_path, monkeypatch) -> Path:
+def _toy_benchmark(tmp_path: Path, monkeypatch) -> None:
     """A benchmark added to the registry and bound to lmms-eval in the test only (the only one, so its folder
     holds its tasks alone): MMStar's built-in task, layout and hub parser."""
     toy, bound = replace(SPECS["mmstar"], name=TOY, label="ToyBench", released=False), BINDINGS["mmstar"]
@@ -105,8 +108,18 @@ def toy_tasks(tmp_path, monkeypatch) -> Path:
     rows = [{**row, "benchmark": TOY, "item_id": f"toy-{row['original_id']}"} for row in mmstar_rows(real_photos())]
     monkeypatch.setenv(f"LMMS_CONTAM_DATASET_{TOY.upper()}", str(write_parquet(rows, TOY, tmp_path / "toy.parquet")))
     monkeypatch.syspath_prepend(str(tmp_path))
-    assert task_files.write(tmp_path / "tasks", tmp_path / "toy_task_functions.py", "toy_task_functions")
+
+
+def _generated_tasks(tmp_path: Path, module: str = "toy_task_functions") -> Path:
+    """The tasks and their functions module, under a name no other test imports (Python keeps the first)."""
+    assert task_files.write(tmp_path / "tasks", tmp_path / f"{module}.py", module)
     return tmp_path / "tasks"
+
+
+@pytest.fixture
+def toy_tasks(tmp_path, monkeypatch) -> Path:
+    _toy_benchmark(tmp_path, monkeypatch)
+    return _generated_tasks(tmp_path)
 
 
 def test_a_new_spec_gets_every_task_family_with_no_other_change(toy_tasks):
@@ -132,3 +145,57 @@ def test_a_new_spec_gets_every_task_family_with_no_other_change(toy_tasks):
     assert scanned["process_docs"].__name__ == f"{TOY}_scanned_docs"
     assert scanned["dataset_path"] == SPECS[TOY].source.hub_id == "Lin-Chen/MMStar"
     assert [m["metric"] for m in scanned["metric_list"]][-len(SCANNED_METRICS) :] == list(SCANNED_METRICS)
+
+
+def _reversal_signal(records):
+    items = versions_by_item(records, lambda versions: set(versions) == {"forward", "reversed"})
+    return order_signal(
+        "reversal",
+        items,
+        reference=lambda versions: versions["forward"],
+        changed=lambda versions: versions["reversed"].correct,
+    )
+
+
+REVERSAL = Detector(
+    name="reversal",
+    label="option reversal",
+    description="accuracy with the options in reverse order, minus accuracy in the original order",
+    about="The kept {label} items with their options in reverse order.",
+    metrics=(("acc_forward", True), ("acc_reversed", True), ("reversal_delta", True), ("reversal_p", False)),
+    orders=lambda item: {"forward": None, "reversed": tuple(reversed(range(len(item.options))))},
+    owns=lambda variant: variant in ("forward", "reversed"),
+    signal=_reversal_signal,
+)
+
+
+def test_a_new_detector_gets_its_task_family_with_no_other_change(tmp_path, monkeypatch):
+    """A detector registered in the test only: its task is generated, lmms-eval loads it, its documents are the
+    item in both orders, and its metrics are its signal, under the names it gives them."""
+    _toy_benchmark(tmp_path, monkeypatch)
+    monkeypatch.setitem(DETECTORS, REVERSAL.name, REVERSAL)
+    tasks = _generated_tasks(tmp_path, module="toy_detector_task_functions")
+    config = lmms_utils.load_yaml_config(str(tasks / TOY / f"{TOY}_reversal.yaml"), mode="simple")
+    assert [m["metric"] for m in config["metric_list"]] == [name for name, _ in REVERSAL.metrics]
+    assert "reverse order" in (tasks / TOY / f"{TOY}_reversal.yaml").read_text()
+    name = f"{TOY}_reversal"
+    task = TaskManager(include_path=str(tasks)).load_task_or_group([name])[name]
+    docs = task.test_docs()
+    by_item = {}
+    for doc in docs:
+        by_item.setdefault(doc["contam_item_id"], {})[doc["contam_variant"]] = doc
+    assert len(docs) == 2 * len(by_item) and all(set(v) == {"forward", "reversed"} for v in by_item.values())
+    for versions in by_item.values():
+        forward, backward = versions["forward"], versions["reversed"]
+        n = forward["contam_n_options"]
+        letters = "ABCDEFGH"[:n]
+        assert backward["contam_gold"] == letters[n - 1 - letters.index(forward["contam_gold"])]
+        assert task.doc_to_text(forward) != task.doc_to_text(backward)
+    outputs = [task.process_results(doc, ["A"]) for doc in docs]  # a model that always answers A
+    values = {m: task.aggregation()[m]([out[m] for out in outputs]) for m in task.aggregation()}
+    records = [ContamRecord.from_logged(out["contam_ids"], "test") for out in outputs]
+    assert [r.correct for r in records] == [int(doc["contam_gold"] == "A") for doc in docs]
+    signal = signal_of(records)
+    assert signal.detector == "reversal" and signal.n_items == len(by_item) and signal.signal != 0
+    reported = (values["acc_forward"], values["acc_reversed"], values["reversal_delta"], values["reversal_p"])
+    assert reported == pytest.approx((signal.reference, signal.score, signal.signal, signal.p_value))

@@ -23,7 +23,7 @@ from loopback_vlm import ScriptedVLM, Shown, shown_in_export, thumbnail, view_of
 from lmms_contam.cli import main
 from lmms_contam.detectors.options import gold_letter, rotations
 from lmms_contam.hosts.vlmevalkit.bindings import CIRCULAR_NAMES, EXPORTABLE, REFUSED, dataset_name
-from lmms_contam.hosts.vlmevalkit.export import FAMILIES
+from lmms_contam.hosts.vlmevalkit.export import families
 from lmms_contam.hosts.vlmevalkit.prompt import INSTRUCTION, mcq_prompt
 from lmms_contam.registry.specs import PERTURBABLE, SPECS
 from lmms_contam.schema import manifest_beside
@@ -109,7 +109,7 @@ def test_the_export_holds_both_versions_of_every_item_as_vlmevalkit_reads_them(e
 def test_every_benchmark_with_sets_is_exported_or_refused_with_its_reason(capsys, tmp_path):
     assert set(PERTURBABLE) == set(EXPORTABLE) | set(REFUSED)
     assert all(SPECS[name].columns.answer_style == "letter" for name in EXPORTABLE)
-    names = [dataset_name(benchmark, family) for benchmark in EXPORTABLE for family in FAMILIES]
+    names = [dataset_name(benchmark, family) for benchmark in EXPORTABLE for family in families()]
     assert len(set(names)) == len(names)
     assert not [name for name in names if any(marker in name.lower() for marker in CIRCULAR_NAMES)]
     for benchmark in REFUSED:

@@ -1,2 +1,2 @@
-"""Peer contamination detectors run beside semantic perturbation: CircularEval, MM-Detect's
-option-order sensitivity and MMStar-style text-only leakage."""
+"""Peer contamination detectors run beside semantic perturbation (CircularEval, MM-Detect's option-order
+sensitivity, MMStar-style text-only leakage): one module each, collected in `registry.DETECTORS`."""

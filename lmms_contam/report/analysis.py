@@ -6,7 +6,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from lmms_contam import flags, stats
-from lmms_contam.detectors.signals import SIGNALS, TEXT_ONLY, DetectorSignal, text_only_against
+from lmms_contam.detectors.registry import DETECTORS
+from lmms_contam.detectors.signals import DetectorSignal
 from lmms_contam.report.inputs import DetectorRun, ModelBenchmark, ScannedRun, ScoredItem
 from lmms_contam.report.rates import BenchmarkRates
 from lmms_contam.report.sets import SetStatus
@@ -143,12 +144,12 @@ class DetectorResult:
 def analyse_detector(run: DetectorRun, text_only_baselines: dict[str, DetectorRun] | None = None) -> DetectorResult:
     """`text_only_baselines`: per benchmark, the base LLM's text-only run; the text-only signal is then
     measured against it (MMStar's definition) instead of against chance."""
-    baseline = (text_only_baselines or {}).get(run.benchmark) if run.detector == TEXT_ONLY else None
+    detector = DETECTORS[run.detector]
+    baseline = (text_only_baselines or {}).get(run.benchmark) if detector.against_baseline else None
     if baseline is None:
-        return DetectorResult(
-            model=run.model, benchmark=run.benchmark, signal=SIGNALS[run.detector](run.records), source=run.source
-        )
-    signal = text_only_against(run.records, baseline.records, baseline.model)
+        signal = detector.signal(run.records)
+    else:
+        signal = detector.against_baseline(run.records, baseline.records, baseline.model)
     return DetectorResult(model=run.model, benchmark=run.benchmark, signal=signal, source=run.source)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from lmms_contam.detectors.signals import TEXT_ONLY
+from lmms_contam.detectors.registry import DETECTORS
 from lmms_contam.records import ContamRecord
 
 LMMS_EVAL, VLMEVALKIT = "lmms-eval", "VLMEvalKit"
@@ -100,7 +100,7 @@ class Loaded:
 def text_only_baselines(loaded: Loaded, source: str) -> dict[str, DetectorRun]:
     """Per benchmark, the base LLM's text-only run in what was read from `source`: one model, or the reference
     is ambiguous."""
-    runs = [run for run in loaded.detectors if run.detector == TEXT_ONLY]
+    runs = [run for run in loaded.detectors if DETECTORS[run.detector].against_baseline]
     if not runs:
         raise ReportInputError(
             f"--text-only-baseline {source}: no text-only runs there; run the base LLM on the "

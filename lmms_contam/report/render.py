@@ -8,7 +8,7 @@ import re
 from dataclasses import asdict
 
 from lmms_contam import __version__
-from lmms_contam.detectors.signals import DESCRIPTIONS, DETECTORS, LABELS, TEXT_ONLY
+from lmms_contam.detectors.registry import DETECTORS
 from lmms_contam.flags import IMAGE_ONLY, IMAGE_TEXT
 from lmms_contam.report.analysis import (
     CONTAMINATED,
@@ -280,9 +280,9 @@ def detector_rows(analysed: Analysed) -> tuple[list[str], list[list[str]]]:
     for model, benchmark in pairs:
         result = perturbation.get((model, benchmark))
         row = [model, benchmark, f"{100 * result.comparison.delta:+.1f} ({MARK[result.verdict]})" if result else "-"]
-        for detector in DETECTORS:
-            signal = signals.get((model, benchmark, detector))
-            against = f", vs {signal.baseline or 'chance'}" if signal and detector == TEXT_ONLY else ""
+        for detector in DETECTORS.values():
+            signal = signals.get((model, benchmark, detector.name))
+            against = f", vs {signal.baseline or 'chance'}" if signal and detector.against_baseline else ""
             row.append(
                 f"{100 * signal.signal:+.1f} ({'flagged' if signal.flagged(analysed.alpha) else 'not flagged'}, "
                 f"p {p_text(signal.p_value)}, n {signal.n_items}{against})"
@@ -290,7 +290,7 @@ def detector_rows(analysed: Analysed) -> tuple[list[str], list[list[str]]]:
                 else "-"
             )
         rows.append(row)
-    return ["model", "benchmark", "semantic perturbation", *(LABELS[d] for d in DETECTORS)], rows
+    return ["model", "benchmark", "semantic perturbation", *(d.label for d in DETECTORS.values())], rows
 
 
 def rate_rows(analysed: Analysed) -> tuple[list[str], list[list[str]]]:
@@ -339,7 +339,7 @@ RATES_LEGEND = (
 
 
 def detector_legend(alpha: float) -> str:
-    described = "; ".join(f"{LABELS[d]}: {DESCRIPTIONS[d]}" for d in DETECTORS)
+    described = "; ".join(f"{d.label}: {d.description}" for d in DETECTORS.values())
     return (
         f"Signals in points. {described}. The order detectors flag a drop and text-only flags a gain over chance, "
         f"each when its p < {alpha} (exact McNemar for the order detectors, one-sided exact test against chance "

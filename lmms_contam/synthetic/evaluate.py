@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 from lmms_contam.atomic import atomic_path
-from lmms_contam.detectors.signals import DETECTORS
+from lmms_contam.detectors.registry import DETECTORS
 from lmms_contam.hosts.vlmevalkit.bindings import dataset_name
 from lmms_contam.hosts.vlmevalkit.export import export_set
 from lmms_contam.hosts.vlmevalkit.reader import EXACT_MATCHING

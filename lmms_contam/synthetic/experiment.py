@@ -17,7 +17,7 @@ from pathlib import Path
 from scipy import stats as scipy_stats
 
 from lmms_contam.atomic import atomic_path
-from lmms_contam.detectors.signals import DETECTORS, LABELS
+from lmms_contam.detectors.registry import DETECTORS
 from lmms_contam.hosts.readers import read_runs
 from lmms_contam.report import analysis
 from lmms_contam.report.build import build as build_report
@@ -328,7 +328,7 @@ def table(outcome: Outcome) -> str:
         lines.append("| " + " | ".join(map(str, cells)) + " |")
     with_detectors = [r for r in outcome.rows if r.detectors]
     if with_detectors:
-        header = ("model", "seed", "semantic perturbation", *(LABELS[d] for d in DETECTORS))
+        header = ("model", "seed", "semantic perturbation", *(d.label for d in DETECTORS.values()))
         lines += [
             "",
             "Peer detectors (signal, p, flag at p < 0.05):",

@@ -14,10 +14,8 @@ from collections.abc import Callable
 
 import datasets
 
-from lmms_contam.detectors.options import (
-    shown_in_order,
-)
-from lmms_contam.detectors.signals import CIRCULAR, TEXT_ONLY
+from lmms_contam.detectors.options import shown_in_order
+from lmms_contam.detectors.registry import DETECTORS
 from lmms_contam.hosts.lmms_eval.bindings import binding, builtin_task
 from lmms_contam.hosts.lmms_eval.swallowed import said_once
 from lmms_contam.imaging import blank_png, stored_size
@@ -129,11 +127,13 @@ def task_docs(benchmark: str, family: str) -> Callable[[datasets.Dataset], datas
     """The `process_docs` of one of a benchmark's perturbation or detector tasks."""
 
     def process_docs(_locator: datasets.Dataset) -> datasets.Dataset:
-        rotate_all = family == CIRCULAR and rotate_every_item()
-        text_only_as = text_only_input() if family == TEXT_ONLY else "blank"
+        detector = DETECTORS.get(family)
+        rotate_all = bool(detector and detector.leaves_out_items and rotate_every_item())
+        withholds_image = bool(detector and detector.withholds_image)
+        text_only_as = text_only_input() if withholds_image else "blank"
         versions = functools.partial(documents, benchmark, family, rotate_all=rotate_all, text_only_as=text_only_as)
         name = f"{benchmark}_{family}" + ("_rotate_all" if rotate_all else "")  # the docs' cache key
-        name += f"_{text_only_as}" if family == TEXT_ONLY else ""
+        name += f"_{text_only_as}" if withholds_image else ""
         return build_docs(
             said_once(lambda: load_perturbed_set(benchmark)), benchmark, versions, name, scored_set_manifest(benchmark)
         )

@@ -19,7 +19,7 @@ from typing import TypeVar
 
 from tqdm.auto import tqdm
 
-from lmms_contam.detectors.signals import DETECTORS
+from lmms_contam.detectors.registry import DETECTORS
 from lmms_contam.hosts.lmms_eval.bindings import BINDINGS, binding
 from lmms_contam.hosts.lmms_eval.scoring import AGGREGATIONS, task_metrics
 from lmms_contam.records import ORIGINAL, PERTURBED, ContamRecord, checked

@@ -11,14 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from lmms_contam import stats
-from lmms_contam.detectors.signals import (
-    CIRCULAR,
-    OPTION_SHUFFLE,
-    TEXT_ONLY,
-    DetectorSignal,
-    signal_of,
-    versions_by_item,
-)
+from lmms_contam.detectors.base import Detector
+from lmms_contam.detectors.registry import DETECTORS, signal_of
+from lmms_contam.detectors.signals import DETECTOR_FIELDS, DetectorSignal, versions_by_item
 from lmms_contam.hosts.lmms_eval.bindings import binding
 from lmms_contam.records import CONTAM, ORIGINAL, PERTURBED, ContamRecord
 from lmms_contam.registry.specs import SPECS
@@ -76,50 +71,23 @@ GROUP_SCHEMES = {
     ),
 }
 GROUP_SCORES = {"group_g_acc": "G_Acc", "group_q_acc": "Q_Acc", "group_i_acc": "I_Acc", "group_acc": "Acc"}
-# Peer detector tasks (*_circular, *_option_shuffle, *_text_only): one metric per DetectorSignal field.
-DETECTOR_FIELDS = ("reference", "score", "signal", "p_value", "n_items", "n_changed", "n_excluded")
 
 
-def _detector_metrics(*named: tuple[str, bool]) -> tuple[Metric, ...]:
-    """Names and directions in DETECTOR_FIELDS order; a detector may stop before the last fields."""
-    fields = DETECTOR_FIELDS[: len(named)]
-    return tuple(Metric(name, f"detector_{field}", higher) for (name, higher), field in zip(named, fields, strict=True))
-
-
-DETECTOR_METRICS = {
-    CIRCULAR: _detector_metrics(
-        ("acc_vanilla", True),
-        ("acc_circular", True),
-        ("circular_drop", True),
-        ("circular_p", False),
-        ("n_items", True),
-        ("n_inconsistent", False),
-        ("n_excluded", False),
-    ),
-    OPTION_SHUFFLE: _detector_metrics(
-        ("acc_original", True),
-        ("acc_shuffled", True),
-        ("shuffle_delta", True),
-        ("shuffle_p", False),
-        ("n_items", True),
-        ("n_flipped", False),
-    ),
-    TEXT_ONLY: _detector_metrics(
-        ("chance", True),
-        ("acc_text_only", False),
-        ("text_only_excess", False),
-        ("text_only_p", False),
-        ("n_items", True),
-        ("n_right", False),
-    ),
-}
+def detector_metrics(detector: Detector) -> tuple[Metric, ...]:
+    """A peer detector task's (*_circular, *_option_shuffle, ...): one metric per DetectorSignal field, named by
+    the detector."""
+    fields = DETECTOR_FIELDS[: len(detector.metrics)]
+    return tuple(
+        Metric(name, f"detector_{field}", higher)
+        for (name, higher), field in zip(detector.metrics, fields, strict=True)
+    )
 
 
 def task_metrics(family: str) -> tuple[Metric, ...]:
     """The plugin's own metrics of a task family (a single-variant task also logs the built-in's)."""
     if family in (ORIGINAL, PERTURBED):
         return SINGLE_METRICS
-    return PAIRED_METRICS if family == CONTAM else DETECTOR_METRICS[family]
+    return PAIRED_METRICS if family == CONTAM else detector_metrics(DETECTORS[family])
 
 
 def _score(benchmark: str, doc: dict, results: list) -> tuple[dict, dict]:

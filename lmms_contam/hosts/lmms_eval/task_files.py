@@ -20,10 +20,16 @@ from pathlib import Path
 import yaml
 
 from lmms_contam.atomic import atomic_path
-from lmms_contam.detectors.signals import CIRCULAR, OPTION_SHUFFLE, TEXT_ONLY
+from lmms_contam.detectors.registry import DETECTORS
 from lmms_contam.hosts.lmms_eval import scanned, scoring
 from lmms_contam.hosts.lmms_eval.bindings import BINDINGS
-from lmms_contam.hosts.lmms_eval.scoring import DETECTOR_METRICS, GROUP_SCHEMES, PAIRED_METRICS, SINGLE_METRICS, Metric
+from lmms_contam.hosts.lmms_eval.scoring import (
+    GROUP_SCHEMES,
+    PAIRED_METRICS,
+    SINGLE_METRICS,
+    Metric,
+    detector_metrics,
+)
 from lmms_contam.records import CONTAM, ORIGINAL, PERTURBED
 from lmms_contam.registry.specs import SPECS, BenchmarkSpec
 
@@ -52,13 +58,6 @@ ABOUT = {
     ORIGINAL: "The original {label} items restricted to the kept subset, so both sides score the same items.",
     PERTURBED: "The counterfactual versions of the kept {label} items, scored exactly as the built-in task.",
     CONTAM: "Both versions of every kept {label} item: accuracies, delta, CI, McNemar.",
-    CIRCULAR: "CircularEval on the original version of every kept {label} item: one document per rotation of its "
-    "options; an item counts only if every rotation is answered right.",
-    OPTION_SHUFFLE: "MM-Detect's option-order sensitivity on the kept {label} items: each item in its original "
-    "order and with its options shuffled (seeded by item id) so that the gold letter moves.",
-    TEXT_ONLY: "The kept {label} items' original questions with the image withheld: no image where the model "
-    "loader takes a prompt without one, else a blank grey canvas of the same size (LMMS_CONTAM_TEXT_ONLY_IMAGE). "
-    "Right answers above chance mean the answer is inferable from the text alone, or memorised.",
     SCANNED: "{label} as lmms-eval's own task scores it, plus contamination flags per item joined from the scan "
     "folder ($LMMS_CONTAM_SCANS; see lmms_contam/hosts/lmms_eval/scanned.py and the README's 'Scanned tasks').",
 }
@@ -188,7 +187,7 @@ class _Benchmark:
         }
         blocks = {key: value for key, value in config.items() if key not in ("metric_list", "metadata")}
         config = {**head, **blocks, **hooks, "metric_list": config["metric_list"], "metadata": METADATA}
-        about = ABOUT[family].format(label=self.spec.label)
+        about = (DETECTORS[family].about if family in DETECTORS else ABOUT[family]).format(label=self.spec.label)
         return GeneratedTask(
             benchmark=self.spec.name,
             path=f"{folder}/{name}.yaml",
@@ -206,7 +205,7 @@ class _Benchmark:
             "docs": f"documents.task_docs({name}, {json.dumps(family)})",
             "results": f"scoring.task_results({name}, {json.dumps(family)})",
         }
-        if family == TEXT_ONLY:
+        if family in DETECTORS and DETECTORS[family].withholds_image:
             # The image the document may withhold: its own doc_to_visual, and no message builder (MMMU's
             # doc_to_messages reads the image itself); chat loaders then build messages from text and visuals.
             functions["visual"] = f"documents.text_only_visual({name}, {json.dumps(prompt['doc_to_visual'])})"
@@ -233,8 +232,8 @@ class _Benchmark:
                 yield task
             yield self.local(CONTAM, detectors, _metric_entries(PAIRED_METRICS, module))
         if spec.option_layout:
-            for detector in (CIRCULAR, OPTION_SHUFFLE, TEXT_ONLY):
-                yield self.local(detector, detectors, _metric_entries(DETECTOR_METRICS[detector], module))
+            for detector in DETECTORS.values():
+                yield self.local(detector.name, detectors, _metric_entries(detector_metrics(detector), module))
         if spec.scannable:
             hub = {key: self.base[key] for key in HUB_KEYS if key in self.base}
             metrics = [*self.builtin_metrics, *_metric_entries(scanned.SCANNED_METRIC_LIST, module)]

@@ -14,7 +14,7 @@ from collections import Counter
 
 from loguru import logger
 
-from lmms_contam.detectors.signals import ALL_ROTATIONS, UNROTATED
+from lmms_contam.detectors.circular import ALL_ROTATIONS, UNROTATED
 from lmms_contam.hosts.vlmevalkit.result_files import (
     VANILLA_CIRC0,
     ResultFile,

@@ -26,8 +26,9 @@ from tqdm.auto import tqdm
 
 from lmms_contam import __version__
 from lmms_contam.atomic import atomic_path
+from lmms_contam.detectors.circular import CIRCULAR
 from lmms_contam.detectors.options import question_stem
-from lmms_contam.detectors.signals import OPTION_SHUFFLE, TEXT_ONLY
+from lmms_contam.detectors.registry import DETECTORS
 from lmms_contam.hosts.vlmevalkit.bindings import VLMEvalKitBinding, binding, dataset_name
 from lmms_contam.letters import option_letters
 from lmms_contam.records import CONTAM, ORIGINAL, PERTURBED
@@ -36,7 +37,14 @@ from lmms_contam.schema import IMAGE_COLUMNS, PerturbedSetError
 from lmms_contam.set_locations import load_perturbed_set, manifest_path, manifest_sha256, resolve
 from lmms_contam.versions import NO_IMAGE, Version, item_versions
 
-FAMILIES = (CONTAM, PERTURBED, ORIGINAL, OPTION_SHUFFLE, TEXT_ONLY)
+OWN_DETECTORS = (CIRCULAR,)  # VLMEvalKit runs CircularEval itself (its MMBench datasets; hosts/vlmevalkit/circular.py)
+
+
+def families() -> tuple[str, ...]:
+    """What the export writes: the perturbation's families and every detector VLMEvalKit does not run itself."""
+    return (CONTAM, PERTURBED, ORIGINAL, *(name for name in DETECTORS if name not in OWN_DETECTORS))
+
+
 LMUDATA_ENV = "LMUData"
 
 
@@ -96,8 +104,8 @@ def _tsv_row(benchmark: str, bound: VLMEvalKitBinding, row: dict, version: Versi
 def export_set(benchmark: str, family: str = CONTAM, lmudata: str | Path | None = None) -> Exported:
     """Write `<lmudata>/<dataset>.tsv` and its manifest from the set the tasks resolve (its verified subset
     when there is one); the dataset name says the benchmark and the family."""
-    if family not in FAMILIES:
-        raise ValueError(f"--family must be one of {', '.join(FAMILIES)}, got {family!r}")
+    if family not in families():
+        raise ValueError(f"--family must be one of {', '.join(families())}, got {family!r}")
     bound = binding(benchmark)
     name = dataset_name(benchmark, family)
     location = resolve(benchmark)

@@ -14,7 +14,8 @@ from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
-from lmms_contam.detectors.signals import CIRCULAR, DETECTORS, TEXT_ONLY
+from lmms_contam.detectors.circular import CIRCULAR
+from lmms_contam.detectors.registry import DETECTORS
 from lmms_contam.hosts.vlmevalkit.circular import circular_records
 from lmms_contam.hosts.vlmevalkit.result_files import (
     BUILTIN,
@@ -75,7 +76,7 @@ def how_matched(result: ResultFile) -> tuple[str, tuple[str, ...]]:
 
 
 def _items(result: ResultFile) -> list[ScoredItem]:
-    text_only = result.family == TEXT_ONLY
+    withholds_image = result.family in DETECTORS and DETECTORS[result.family].withholds_image
     items = []
     for number, row in enumerate(result.table.to_dict("records"), 2):
         try:
@@ -90,7 +91,7 @@ def _items(result: ResultFile) -> list[ScoredItem]:
                     gold=cell_text(row["answer"]),
                     stratum=cell_text(row.get("contam_stratum")),
                     set_manifest=cell_text(row.get("contam_set_manifest")) or None,
-                    text_only_input="none" if text_only else None,
+                    text_only_input="none" if withholds_image else None,
                     response=cell_text(row["prediction"]),
                 )
             )

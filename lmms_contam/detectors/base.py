@@ -1,0 +1,46 @@
+"""What a peer detector is: the versions of an item it asks and how their answers become its signal.
+
+One `Detector` per module in this folder, collected in `registry.DETECTORS`; the task families, the metrics
+each task reports, the task files' descriptions and the report's columns are all read from it, so a new
+detector is one module and one line in the registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from lmms_contam.detectors.signals import DetectorSignal
+from lmms_contam.records import ContamRecord
+
+Order = tuple[int, ...]  # which of the item's options each position shows
+
+
+@dataclass(frozen=True)
+class AskedItem:
+    """The original version of an item, as a detector sees it."""
+
+    item_id: str
+    options: tuple[str, ...]
+    gold: int  # the index of the gold option
+    rotate_all: bool = False  # the run asks CircularEval to rotate the items it would otherwise leave out
+
+
+@dataclass(frozen=True, kw_only=True)
+class Detector:
+    name: str  # its task family: lmms-eval tasks <benchmark>_<name>
+    label: str  # as the report's columns name it
+    description: str  # what it compares, for the report
+    about: str  # the task files' description; {label} is the benchmark's
+    # Its lmms-eval metrics, (name, higher is better), in signals.DETECTOR_FIELDS order (it may stop early).
+    metrics: tuple[tuple[str, bool], ...]
+    # The versions of an item it asks: {variant: order of the options}; None asks the item as it is written
+    # (an order, even the identity, rewrites the question's list of options as every reordered version's).
+    orders: Callable[[AskedItem], dict[str, Order | None]]
+    owns: Callable[[str], bool]  # whether a record's variant is one of its versions
+    signal: Callable[[Iterable[ContamRecord]], DetectorSignal]
+    withholds_image: bool = False  # its versions are asked without the image
+    leaves_out_items: bool = False  # it asks some items once unless the run's rotate-all switch is on (AskedItem)
+    # Its signal against another model's run of the same versions instead of its own reference (MMStar's
+    # multi-modal leakage: a base LLM's text-only run), given (records, the other run's records, its name).
+    against_baseline: Callable[[Iterable[ContamRecord], Iterable[ContamRecord], str], DetectorSignal] | None = None
