@@ -9,8 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-from lmms_contam.corpus.bench import _timed_rounds, compared
 from lmms_contam.corpus.int8 import available
+from lmms_contam.corpus.speed import _timed_rounds, compared
 
 
 def test_sides_take_turns_in_alternating_order():

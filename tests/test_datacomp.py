@@ -14,7 +14,7 @@ import pytest
 
 from lmms_contam.corpus.embed import Recipe
 from lmms_contam.corpus.scan import scan_shards
-from lmms_contam.corpus.sources import lookup, open_corpus
+from lmms_contam.corpus.shards import lookup, open_corpus
 
 RECIPE = Recipe("open_clip", "ViT-L-14", "openai", "DataComp's 224 px resize", "float16")
 

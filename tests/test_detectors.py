@@ -26,9 +26,9 @@ from scipy.stats import binomtest
 
 from lmms_contam import stats
 from lmms_contam.benchmarks.mm_perturb import read_tsv, row_options
-from lmms_contam.detectors.options import gold_moving_shuffle, names_option_letters, reorder_question, rotations
 from lmms_contam.detectors.circular import CIRCULAR, UNROTATED
 from lmms_contam.detectors.option_shuffle import OPTION_SHUFFLE
+from lmms_contam.detectors.options import gold_moving_shuffle, names_option_letters, reorder_question, rotations
 from lmms_contam.detectors.signals import DetectorSignal
 from lmms_contam.detectors.text_only import TEXT_ONLY
 from lmms_contam.imaging import BLANK_GREY

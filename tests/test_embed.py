@@ -20,7 +20,7 @@ from lmms_contam.corpus.embed import (
     to_rgb,
     write_embeddings,
 )
-from lmms_contam.corpus.embedders import embedder_config
+from lmms_contam.corpus.embedder_configs import embedder_config
 
 TINY = {"embed_dim": 32, "vision_cfg": {"image_size": 64, "layers": 2, "width": 64, "patch_size": 16},
         "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 32, "heads": 4, "layers": 2}}  # fmt: skip

@@ -9,7 +9,7 @@ import pytest
 from fixtures import real_photos
 
 from lmms_contam.cli import main
-from lmms_contam.corpus.embedders import embedder_config
+from lmms_contam.corpus.embedder_configs import embedder_config
 
 
 def test_the_named_embedders_are_listed_with_their_thresholds(capsys):

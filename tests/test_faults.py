@@ -53,7 +53,7 @@ from test_verify_set import KEPT, imported, recipe, scripted, verify  # noqa: F4
 from lmms_contam.cli import main
 from lmms_contam.corpus.embed import EfficientNetLite0Embedder
 from lmms_contam.corpus.ingest import embed_corpus
-from lmms_contam.corpus.sources import open_corpus
+from lmms_contam.corpus.shards import open_corpus
 from lmms_contam.perturb.config import read_recipe
 
 pytestmark = pytest.mark.slow

@@ -19,10 +19,10 @@ from lmms_contam.letters import option_letters
 from lmms_contam.llm import image_part
 from lmms_contam.perturb.config import PerturbConfig
 from lmms_contam.perturb.verify_set import verify_set
-from lmms_contam.report.sets import set_status
+from lmms_contam.report.set_status import set_status
 from lmms_contam.schema import manifest_beside
 from lmms_contam.set_locations import env_var
-from lmms_contam.synthetic import benchmark, calibration, flaw_study, flaws, judge_study, reader
+from lmms_contam.synthetic import benchmark, calibration, flaw_study, flaws, ideal_reader, judge_study
 from lmms_contam.synthetic.experiment import Row
 from lmms_contam.synthetic.judge_server import IdealReaderJudge, JudgeErrors, calibration_truths, truths_of, verdict
 from lmms_contam.synthetic.scenes import KINDS, counterfactual, render
@@ -52,18 +52,18 @@ def test_the_ideal_reader_reads_every_scene_as_the_nearest_colour():
     """From pixels alone, it names what the scene's colour is nearest to, on originals and counterfactuals."""
     for _, scene, new in _swapped(300):
         options = KINDS[scene.kind].options
-        assert reader.correct_options(render(scene), scene.kind, options) == [scene.looks_like()]
+        assert ideal_reader.correct_options(render(scene), scene.kind, options) == [scene.looks_like()]
         other = counterfactual(scene, new)
-        assert reader.correct_options(render(other), scene.kind, options) == [other.looks_like()]
+        assert ideal_reader.correct_options(render(other), scene.kind, options) == [other.looks_like()]
     with pytest.raises(ValueError, match="32x32"):
-        reader.shapes(render(scene).resize((64, 64)))
+        ideal_reader.shapes(render(scene).resize((64, 64)))
 
 
 def test_each_flaw_kind_shows_what_it_says():
     seen = Counter()
     for item_id, scene, new in _swapped(200):
         options = KINDS[scene.kind].options
-        read = {kind: reader.correct_options(flaws.flawed_image(scene, new, kind, item_id), scene.kind, options)
+        read = {kind: ideal_reader.correct_options(flaws.flawed_image(scene, new, kind, item_id), scene.kind, options)
                 for kind in flaws.FLAW_SHARES}  # fmt: skip
         assert read["unchanged"] == [scene.looks_like()]
         assert read["removed"] == []  # no target: no option is right
@@ -71,7 +71,7 @@ def test_each_flaw_kind_shows_what_it_says():
         if not scene.confusion:  # a clear scene shows the third option itself
             assert third not in (scene.answer, new)
         mixed = flaws.flawed_image(scene, new, "ambiguous", item_id)
-        (colour,) = [c for shape, c in reader.shapes(mixed) if shape == scene.kind]
+        (colour,) = [c for shape, c in ideal_reader.shapes(mixed) if shape == scene.kind]
         palette = [np.array(c, dtype=float) for c in KINDS[scene.kind].palette.values()]
         halfway = (palette[new] + palette[scene.answer]) / 2 + np.array(scene.noise)
         assert np.allclose(colour, np.clip(np.round(halfway), 0, 255))
@@ -133,7 +133,7 @@ def test_verification_removes_what_misleads_a_reader_and_no_clear_good_item(veri
     for row in rows:
         image = Image.open(BytesIO(row["image"]["bytes"]))
         kind = row["category"]
-        answer = reader.correct_options(image, kind, row["options"])
+        answer = ideal_reader.correct_options(image, kind, row["options"])
         assert answer == [option_letters(4).index(row["new_answer"])]
 
 
@@ -149,11 +149,11 @@ def test_the_study_checks_fail_when_verification_does_not_help():
             out.append(flaw_study.FlawRow(0.4, verified, 300, _row("full-e30", "full", -0.2, full_p)))
         return out
 
-    good = flaw_study.check(rows(-0.01, 0.5, 1e-6))
+    good = flaw_study.check_flaw_study(rows(-0.01, 0.5, 1e-6))
     assert good and all(c.passed for c in good)
     assert len(good) == 2  # the unverified set at f > 0 is measured, not checked
-    assert not all(c.passed for c in flaw_study.check(rows(-0.1, 0.001, 1e-6)))  # clean flagged after verify
-    assert not all(c.passed for c in flaw_study.check(rows(-0.01, 0.5, 0.02)))  # contamination missed
+    assert not all(c.passed for c in flaw_study.check_flaw_study(rows(-0.1, 0.001, 1e-6)))  # clean flagged after verify
+    assert not all(c.passed for c in flaw_study.check_flaw_study(rows(-0.01, 0.5, 0.02)))  # contamination missed
     outcome = flaw_study.FlawOutcome(rows(-0.1, 0.001, 1e-6), [])
     assert outcome.first_accusing_rate() == 0.4
 
@@ -225,9 +225,13 @@ def test_the_judge_study_checks_and_safe_rate_follow_the_verdicts():
     outcome = judge_study.JudgeOutcome(cells)
     assert outcome.safe_keep_flawed() == 0.1  # 0.2 flags the clean model; 0.4 does not count past it
     assert outcome.safe_calibrated_keep_flawed() == pytest.approx(0.15)
-    assert all(c.passed for c in judge_study.check(cells)) and len(judge_study.check(cells)) == 2
-    assert not all(c.passed for c in judge_study.check([cell(0.0, 0.01, 1e-6)]))  # clean flagged by the ideal judge
-    assert not all(c.passed for c in judge_study.check([cell(0.0, 0.5, 0.02)]))  # contamination missed
+    assert (
+        all(c.passed for c in judge_study.check_judge_study(cells)) and len(judge_study.check_judge_study(cells)) == 2
+    )
+    assert not all(
+        c.passed for c in judge_study.check_judge_study([cell(0.0, 0.01, 1e-6)])
+    )  # clean flagged by the ideal judge
+    assert not all(c.passed for c in judge_study.check_judge_study([cell(0.0, 0.5, 0.02)]))  # contamination missed
     assert judge_study.JudgeOutcome([cell(0.0, 0.01, 1e-6)]).safe_keep_flawed() is None
     with pytest.raises(ValueError, match="keep_flawed is a rate"):
         JudgeErrors(keep_flawed=1.5)

@@ -18,7 +18,7 @@ from fixtures import real_photos, write_mmstar_originals
 from PIL import Image, ImageOps
 
 from lmms_contam.corpus.embed import EfficientNetLite0Embedder, to_rgb
-from lmms_contam.corpus.sources import lookup, open_corpus
+from lmms_contam.corpus.shards import lookup, open_corpus
 
 pytestmark = pytest.mark.slow
 

@@ -171,7 +171,7 @@ def test_clip_retrieval_layout_with_recipe_and_captions(vectors, tmp_path):
     import pyarrow.parquet as pq
 
     from lmms_contam.corpus.embed import Recipe
-    from lmms_contam.corpus.sources import lookup, open_corpus
+    from lmms_contam.corpus.shards import lookup, open_corpus
 
     queries, corpus = vectors
     (tmp_path / "img_emb").mkdir()

@@ -14,7 +14,7 @@ import pytest
 from lmms_contam.corpus.embed import Recipe
 from lmms_contam.corpus.index import IndexSettings, build_index, search_index
 from lmms_contam.corpus.scan import scan_shards
-from lmms_contam.corpus.sources import open_corpus
+from lmms_contam.corpus.shards import open_corpus
 
 PLANTED = [17, 2_500, 5_999, 11_111]
 

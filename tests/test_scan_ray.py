@@ -19,7 +19,7 @@ from benchmark_copies import write_benchmark_copies, write_corpus_folder
 from test_ingest import corpus_files, write_folder
 
 from lmms_contam.corpus.embed import EfficientNetLite0Embedder
-from lmms_contam.corpus.embedders import embedder_config
+from lmms_contam.corpus.embedder_configs import embedder_config
 from lmms_contam.corpus.ingest import embed_corpus, records
 from lmms_contam.corpus.ray_embed import RayDataEmbedding
 from lmms_contam.corpus.runners import LocalRunner, RayRunner

@@ -21,8 +21,8 @@ from conftest import metric, run_lmms_eval
 from lmms_eval import utils as lmms_utils
 from loopback import LoopbackServer, completion
 
-from lmms_contam.corpus import run as corpus_run
-from lmms_contam.corpus.embedders import embedder_config
+from lmms_contam.corpus import scan_job
+from lmms_contam.corpus.embedder_configs import embedder_config
 from lmms_contam.corpus.eval_sources import BenchmarkSource
 from lmms_contam.corpus.ingest import embed_corpus
 from lmms_contam.corpus.scan_files import ScanOutputError
@@ -31,7 +31,7 @@ from lmms_contam.hosts.lmms_eval.bindings import BINDINGS
 from lmms_contam.hosts.lmms_eval.registration import tasks_dir
 from lmms_contam.hosts.lmms_eval.scanned import SCANNED_METRICS, join_flags
 from lmms_contam.hosts.readers import read_runs
-from lmms_contam.judge.run import judge_benchmark
+from lmms_contam.judge.image_text_rate import judge_benchmark
 from lmms_contam.llm import EndpointConfig
 from lmms_contam.registry.specs import SCANNABLE
 from lmms_contam.report.build import build
@@ -76,9 +76,9 @@ def scanned(tmp_path_factory) -> Scanned:
     embedder = OFFLINE.build()
     embed_corpus(write_corpus_folder(root / "images"), root / "corpus", embedder)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(corpus_run, "EVAL_CHUNK", 5)  # the benchmarks are embedded a few images at a time
+        patch.setattr(scan_job, "EVAL_CHUNK", 5)  # the benchmarks are embedded a few images at a time
         for benchmark, path in copies.items():
-            corpus_run.scan_source(
+            scan_job.scan_source(
                 BenchmarkSource(benchmark, str(path)), root / "corpus", root / "scans", embedder, OFFLINE.threshold
             )
     with LoopbackServer(judge_script) as server, pytest.MonkeyPatch.context() as env:

@@ -105,9 +105,9 @@ def test_demo_flags_contaminated_models_and_clears_clean_ones(tmp_path):
     assert rows["clean"]["detectors"]["circular"]["signal"] <= 0  # an item counts only if every rotation is right
     assert "Peer detectors" in done.stdout and "## Peer detectors" in (out / "report.md").read_text()
     # The prompt the model was trained on is the one lmms-eval builds: its score matches a direct forward pass.
-    from lmms_contam.synthetic.model import load
+    from lmms_contam.synthetic.tiny_vlm import load_tiny_vlm
 
-    vlm, processor = load(out / "models" / "seed0" / "clean")
+    vlm, processor = load_tiny_vlm(out / "models" / "seed0" / "clean")
     direct = train.Batcher(processor).accuracy(vlm, benchmark.original_examples(500))
     assert abs(direct - rows["clean"]["acc_original"]) < 0.02
     assert "<img" in (out / "report.html").read_text()
@@ -147,9 +147,9 @@ def test_demo_through_vlmevalkit_flags_contaminated_models_and_clears_clean_ones
     assert {r["host"] for r in report["results"]} == {"VLMEvalKit"}
     assert all("judge exact_matching" in r["answer_matching"] for r in report["results"])
     # The model was trained on the prompt VLMEvalKit sends: its score through VLMEvalKit is a direct forward pass's.
-    from lmms_contam.synthetic.model import load
+    from lmms_contam.synthetic.tiny_vlm import load_tiny_vlm
 
-    vlm, processor = load(out / "vlmevalkit" / "models" / "seed0" / "clean")
+    vlm, processor = load_tiny_vlm(out / "vlmevalkit" / "models" / "seed0" / "clean")
     direct = train.Batcher(processor, "VLMEvalKit").accuracy(vlm, benchmark.original_examples(500))
     assert abs(direct - rows["clean"]["acc_original"]) < 0.02
 
@@ -213,17 +213,17 @@ def _row(model: str, strategy: str, degree: int, seed: int, acc: float, delta: f
 
 
 def test_checks_pass_only_when_every_claim_holds():
-    from lmms_contam.synthetic.experiment import check
+    from lmms_contam.synthetic.experiment import check_experiment
 
     good = [_row("clean", "clean", 0, s, 0.66, -0.01, 0.6, "inconclusive") for s in (0, 1)]
     good += [_row(f"full-e{d}", "full", d, s, 0.66 + d / 150, -d / 150, 10.0**-d, "contaminated")
              for s in (0, 1) for d in (10, 20, 30)]  # fmt: skip
-    assert all(c.passed for c in check(good))
+    assert all(c.passed for c in check_experiment(good))
 
     bad = list(good)
     bad[0] = _row("clean", "clean", 0, 0, 0.66, -0.06, 0.01, "contaminated")  # a false alarm
     bad[-1] = _row("full-e30", "full", 30, 1, 0.70, -0.02, 0.2, "inconclusive")  # weak, not flagged, off trend
-    failed = {c.claim for c in check(bad) if not c.passed}
+    failed = {c.claim for c in check_experiment(bad) if not c.passed}
     assert failed == {
         "clean (seed 0) not flagged",
         "full-e30 (seed 1) inflates the original score by at least 0.10",
@@ -235,8 +235,8 @@ def test_checks_pass_only_when_every_claim_holds():
 
 def test_image_only_rates_find_the_test_items_only_where_they_were_trained_on(tmp_path):
     from lmms_contam.synthetic.experiment import rate_check
-    from lmms_contam.synthetic.models import Recipe
-    from lmms_contam.synthetic.rates import image_only_rates
+    from lmms_contam.synthetic.experiment_models import Recipe
+    from lmms_contam.synthetic.image_only_rates import image_only_rates
 
     recipe = Recipe(test_items=12, clean_steps=4, clean_batch=16)
     test_set = benchmark.build_test_set(recipe.test_items, tmp_path / "synthetic.parquet")
@@ -255,7 +255,7 @@ def test_each_degree_is_its_own_fine_tuning_run(tmp_path, strategy):
     own epochs, not a snapshot caught mid-way through the highest degree's run."""
     from safetensors.torch import load_file
 
-    from lmms_contam.synthetic.models import Recipe, build_models, plan
+    from lmms_contam.synthetic.experiment_models import Recipe, build_models, plan
 
     recipe = Recipe(test_items=12, clean_steps=4, clean_batch=16, degrees=(1, 2), finetune_batch=4)
     together = build_models(plan(recipe, 0, (strategy,), control=False), recipe, tmp_path / "together")

@@ -30,7 +30,7 @@ def add_embedder_arguments(command: argparse.ArgumentParser, default: str = "cli
 
 
 def _embedders(_args: argparse.Namespace) -> int:
-    from lmms_contam.corpus.embedders import CONFIGS, named_embedders
+    from lmms_contam.corpus.embedder_configs import CONFIGS, named_embedders
 
     for config in named_embedders():
         model = " ".join(part for part in (config.model, config.weights) if part)
@@ -40,7 +40,7 @@ def _embedders(_args: argparse.Namespace) -> int:
 
 
 def _embed_corpus(args: argparse.Namespace) -> int:
-    from lmms_contam.corpus.embedders import embedder_config
+    from lmms_contam.corpus.embedder_configs import embedder_config
     from lmms_contam.corpus.ingest import embed_corpus
 
     try:
@@ -85,10 +85,10 @@ def _index_corpus(args: argparse.Namespace) -> int:
 
 
 def _scan(args: argparse.Namespace) -> int:
-    from lmms_contam.corpus.embedders import embedder_config
+    from lmms_contam.corpus.embedder_configs import embedder_config
     from lmms_contam.corpus.eval_sources import eval_sources
-    from lmms_contam.corpus.run import scan_source
     from lmms_contam.corpus.runners import make_runner
+    from lmms_contam.corpus.scan_job import scan_source
     from lmms_contam.set_locations import originals_source
 
     if args.originals and len(args.eval or []) != 1:
@@ -135,21 +135,23 @@ def _scan(args: argparse.Namespace) -> int:
 
 
 def _bench_scan(args: argparse.Namespace) -> int:
-    from lmms_contam.corpus import bench
-    from lmms_contam.corpus.embedders import embedder_config
+    from lmms_contam.corpus import speed
+    from lmms_contam.corpus.embedder_configs import embedder_config
 
     settings = {k: getattr(args, k) for k in ("eval", "corpus", "dim", "shards", "k", "images", "embedder", "dtype")}
     try:
         embedder = embedder_config(args.embedder).build(args.device)
-        figures = bench.run(args.eval, args.corpus, args.dim, args.shards, args.k, args.images, embedder, args.dtype)
+        figures = speed.measure(
+            args.eval, args.corpus, args.dim, args.shards, args.k, args.images, embedder, args.dtype
+        )
     except ValueError as exc:
         return stop("bench-scan", exc)
-    print(bench.table(figures))
+    print(speed.table(figures))
     if args.json:
         from lmms_contam.atomic import atomic_path
 
         with atomic_path(Path(args.json)) as tmp:
-            tmp.write_text(bench.as_json(figures, settings) + "\n")
+            tmp.write_text(speed.as_json(figures, settings) + "\n")
     return 0
 
 

@@ -36,16 +36,20 @@ def _experiment(args: argparse.Namespace) -> int:
 
             study = judge_study.DEMO_JUDGES if demo else judge_study.FULL_JUDGES
             flaws = dataclasses.replace(study.flaws, setup=_with_overrides(study.flaws.setup, args))
-            outcome = judge_study.run(dataclasses.replace(study, flaws=flaws), args.out)
+            outcome = judge_study.run_judge_study(dataclasses.replace(study, flaws=flaws), args.out)
             text, written = judge_study.table(outcome), f"summary: {(Path(args.out) / 'judges.json').resolve()}"
         elif args.flaws:
             from lmms_contam.synthetic import flaw_study
 
             study = flaw_study.DEMO_FLAWS if demo else flaw_study.FULL_FLAWS
-            outcome = flaw_study.run(dataclasses.replace(study, setup=_with_overrides(study.setup, args)), args.out)
+            outcome = flaw_study.run_flaw_study(
+                dataclasses.replace(study, setup=_with_overrides(study.setup, args)), args.out
+            )
             text, written = flaw_study.table(outcome), f"summary: {(Path(args.out) / 'flaws.json').resolve()}"
         else:
-            outcome = experiment.run(_with_overrides(experiment.DEMO if demo else experiment.FULL, args), args.out)
+            outcome = experiment.run_experiment(
+                _with_overrides(experiment.DEMO if demo else experiment.FULL, args), args.out
+            )
             text, written = experiment.table(outcome), f"report: {outcome.report_html.resolve()}"
     except (EvaluationError, ValueError) as exc:  # SetupMismatch is a ValueError
         return stop(args.command, exc)

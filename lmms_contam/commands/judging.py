@@ -12,7 +12,7 @@ from lmms_contam.registry.specs import SCANNABLE
 def _judge(args: argparse.Namespace) -> int:
     from lmms_contam.judge.candidates import MAX_CAPTION_CHARS, JudgeInputError
     from lmms_contam.judge.caption_judge import DEFAULT_TEMPLATE, CaptionJudgeSettings
-    from lmms_contam.judge.run import judge_benchmark, second_judge
+    from lmms_contam.judge.image_text_rate import judge_benchmark, second_judge
     from lmms_contam.llm import EndpointConfig, TooManyFailures
     from lmms_contam.set_locations import originals_source
 

@@ -34,7 +34,7 @@ def _perturb(args: argparse.Namespace) -> int:
         config = PerturbConfig.from_yaml(args.config)
         originals = originals_source(args.benchmark, args.originals)
         items = loaders.items(args.benchmark, loaders.load_rows(args.benchmark, originals))
-        built = pipeline.run(
+        built = pipeline.perturb_benchmark(
             args.benchmark,
             islice(items, args.limit),
             config,

@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 
 from lmms_contam.atomic import atomic_path
 from lmms_contam.corpus.embed import Recipe
-from lmms_contam.corpus.sources import (
+from lmms_contam.corpus.shards import (
     CorpusSummary,
     begin_corpus,
     finish_corpus,

@@ -17,7 +17,7 @@ import numpy as np
 
 from lmms_contam.atomic import atomic_path
 from lmms_contam.corpus.scan import DEFAULT_CHUNK, TopK
-from lmms_contam.corpus.sources import EmbeddingShard, open_corpus
+from lmms_contam.corpus.shards import EmbeddingShard, open_corpus
 from lmms_contam.fingerprint import file_identity
 
 INDEX_FILE, MANIFEST_FILE = "faiss.index", "index.json"

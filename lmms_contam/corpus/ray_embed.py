@@ -13,7 +13,7 @@ import numpy as np
 from PIL import Image
 
 from lmms_contam.corpus.embed import Preparer
-from lmms_contam.corpus.embedders import EmbedderConfig
+from lmms_contam.corpus.embedder_configs import EmbedderConfig
 from lmms_contam.corpus.ingest import CorpusRecord, EmbeddedShard, prepared_or_error
 
 

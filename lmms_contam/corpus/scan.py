@@ -269,7 +269,7 @@ def save(result: TopK, path: Path) -> None:
         np.savez(handle, sims=result.sims, ids=result.ids, above=result.above)
 
 
-def load(path: Path) -> TopK:
+def load_topk(path: Path) -> TopK:
     with np.load(path, allow_pickle=False) as data:
         return TopK(data["sims"], data["ids"], data["above"])
 
@@ -340,7 +340,7 @@ def scan_shards(
         save(result, done[todo[index][0]])
     total = TopK.empty(len(eval_vectors), k)
     for name, _, _ in shards:
-        total = merge(total, load(done[name]))
+        total = merge(total, load_topk(done[name]))
     return total
 
 

@@ -45,7 +45,7 @@ class PerturbResult:
     shard: str | None = None  # "I/N": one shard's stage results only, nothing assembled
 
 
-def run(
+def perturb_benchmark(
     benchmark: str,
     items: Iterable[Item | Skipped],
     config: PerturbConfig,

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from lmms_contam import flags, stats
 from lmms_contam.detectors.registry import DETECTORS
 from lmms_contam.detectors.signals import DetectorSignal
+from lmms_contam.report.benchmark_rates import BenchmarkRates
 from lmms_contam.report.inputs import DetectorRun, ModelBenchmark, ScannedRun, ScoredItem
-from lmms_contam.report.rates import BenchmarkRates
-from lmms_contam.report.sets import SetStatus
+from lmms_contam.report.set_status import SetStatus
 
 CONTAMINATED = "contaminated"
 NO_EVIDENCE = "no evidence"

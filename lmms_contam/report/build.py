@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from lmms_contam.atomic import atomic_paths
-from lmms_contam.report import analysis, inputs, rates, render
-from lmms_contam.report.sets import set_status
+from lmms_contam.report import analysis, benchmark_rates, inputs, render
+from lmms_contam.report.set_status import set_status
 
 
 def build(
@@ -31,7 +31,7 @@ def build(
         results=analysis.decide([analysis.analyse(entry) for entry in loaded.benchmarks], alpha),
         detectors=[analysis.analyse_detector(run, baselines) for run in loaded.detectors],
         alpha=alpha,
-        rates=rates.load(scans) if scans is not None else [],
+        rates=benchmark_rates.load_benchmark_rates(scans) if scans is not None else [],
         scanned=[analysis.analyse_scanned(run) for run in loaded.scanned],
     )
     # the set each result was scored on, as its records name it; each is looked up once

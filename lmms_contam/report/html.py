@@ -16,8 +16,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from lmms_contam.report import evidence as evidence_mod  # noqa: E402
 from lmms_contam.report.analysis import Analysed, BenchmarkResult  # noqa: E402
+from lmms_contam.report.benchmark_rates import BenchmarkRates  # noqa: E402
 from lmms_contam.report.matches import top_matches  # noqa: E402
-from lmms_contam.report.rates import BenchmarkRates  # noqa: E402
 from lmms_contam.report.render import (  # noqa: E402
     RATES_LEGEND,
     detail_rows,

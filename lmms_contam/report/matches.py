@@ -16,9 +16,9 @@ import pandas as pd
 
 from lmms_contam.corpus.embed import decode
 from lmms_contam.corpus.eval_sources import from_spec
-from lmms_contam.corpus.sources import lookup, open_corpus
+from lmms_contam.corpus.shards import lookup, open_corpus
 from lmms_contam.imaging import thumbnail_uri
-from lmms_contam.report.rates import BenchmarkRates
+from lmms_contam.report.benchmark_rates import BenchmarkRates
 
 MAX_SHOWN = 12
 

@@ -24,8 +24,8 @@ from lmms_contam.report.build import build as build_report
 from lmms_contam.report.inputs import LMMS_EVAL, VLMEVALKIT
 from lmms_contam.synthetic import benchmark
 from lmms_contam.synthetic.evaluate import DETECTOR_TASKS, PERTURBATION_TASK, evaluate, evaluate_vlmevalkit, resolving
-from lmms_contam.synthetic.models import ModelSpec, Recipe, build_models, plan
-from lmms_contam.synthetic.rates import image_only_rates
+from lmms_contam.synthetic.experiment_models import ModelSpec, Recipe, build_models, plan
+from lmms_contam.synthetic.image_only_rates import image_only_rates
 
 FLAG_P = 0.01  # "flagged": delta < 0 with McNemar p below this
 CLEAN_ALPHA = 0.05  # clean models and controls must not be significant at this level
@@ -144,8 +144,8 @@ def row_of(spec: ModelSpec, result: analysis.BenchmarkResult, detectors: list[an
     )
 
 
-def check(rows: list[Row]) -> list[Check]:
-    """The issue's claims, each as a check that can fail."""
+def check_experiment(rows: list[Row]) -> list[Check]:
+    """The experiment's claims, each as a check that can fail."""
     checks = []
     for row in rows:
         if row.strategy in ("clean", "control"):
@@ -216,7 +216,7 @@ def rate_check(image_only: dict[str, dict]) -> Check:
     )
 
 
-def run(setup: Setup, out: str | Path) -> Outcome:
+def run_experiment(setup: Setup, out: str | Path) -> Outcome:
     """Build (or reuse) everything under `out`, then write report.{html,md,json} and experiment.json (for
     VLMEvalKit, with its models and runs, under `out/vlmevalkit`: models trained on another harness's
     prompt are other models)."""
@@ -258,7 +258,7 @@ def run(setup: Setup, out: str | Path) -> Outcome:
         for spec in specs
     ]
     image_only = image_only_rates(recipe, setup.seeds[0], test_set, out / "scan")
-    checks = [*check(rows), rate_check(image_only)]
+    checks = [*check_experiment(rows), rate_check(image_only)]
     outcome = Outcome(
         rows=rows,
         checks=checks,

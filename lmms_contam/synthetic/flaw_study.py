@@ -27,9 +27,9 @@ from lmms_contam.schema import VERIFIED_SUBSET, manifest_beside
 from lmms_contam.synthetic import benchmark, experiment
 from lmms_contam.synthetic.evaluate import PERTURBATION_TASK, evaluate
 from lmms_contam.synthetic.experiment import CLEAN_ALPHA, FLAG_P, Check, Row, Setup
+from lmms_contam.synthetic.experiment_models import ModelSpec, build_models, plan
 from lmms_contam.synthetic.flaws import FLAW_SHARES
 from lmms_contam.synthetic.judge_server import IdealReaderJudge
-from lmms_contam.synthetic.models import ModelSpec, build_models, plan
 from lmms_contam.synthetic.scenes import draw_scene
 
 FLAW_RATES = (0.0, 0.1, 0.2, 0.4)  # fixed before the first run
@@ -139,8 +139,8 @@ def screening(rate: float, data: Path, verified: VerifiedSubset) -> Screening:
     )
 
 
-def check(rows: list[FlawRow]) -> list[Check]:
-    """The issue's claims: verified sets clear clean models and controls and still flag contaminated models."""
+def check_flaw_study(rows: list[FlawRow]) -> list[Check]:
+    """The study's claims: verified sets clear clean models and controls and still flag contaminated models."""
     checks = []
     for r in rows:
         where = f"f = {r.rate:.2f}, {'verified' if r.verified else 'unverified'}"
@@ -165,7 +165,7 @@ def check(rows: list[FlawRow]) -> list[Check]:
     return checks
 
 
-def run(study: FlawSetup, out: str | Path) -> FlawOutcome:
+def run_flaw_study(study: FlawSetup, out: str | Path) -> FlawOutcome:
     """Build (or reuse) the models, sets, verifications and evaluations under `out`; write flaws.json."""
     started = time.monotonic()
     out = Path(out).resolve()  # lmms-eval records model folders as given: one spelling across runs
@@ -191,7 +191,9 @@ def run(study: FlawSetup, out: str | Path) -> FlawOutcome:
         for verified in (False, True):
             data = sets[rate].parent / VERIFIED_SUBSET / "data.parquet" if verified else sets[rate]
             rows += _evaluated(rate, verified, data, specs, folders, out)
-    outcome = FlawOutcome(rows=rows, screenings=screenings, checks=check(rows), seconds=time.monotonic() - started)
+    outcome = FlawOutcome(
+        rows=rows, screenings=screenings, checks=check_flaw_study(rows), seconds=time.monotonic() - started
+    )
     summary = {
         "setup": asdict(study),
         "flaw_shares": FLAW_SHARES,

@@ -28,7 +28,7 @@ from PIL import Image
 from lmms_contam.letters import option_letters
 from lmms_contam.llm import EndpointConfig
 from lmms_contam.stats import stable_seed
-from lmms_contam.synthetic import benchmark, reader
+from lmms_contam.synthetic import benchmark, ideal_reader
 from lmms_contam.synthetic.chat_endpoint import ChatEndpoint, request_parts
 
 MODEL = "synthetic-ideal-reader"
@@ -46,11 +46,11 @@ def verdict(body: dict) -> dict:
     letters = [letter for letter, _ in options]
     if letters != option_letters(len(letters)):
         return {"correct_options": [], "reason": f"options are not lettered from A: {letters}"}
-    correct = reader.correct_options(images[0], target.group(1), [text.strip() for _, text in options])
+    correct = ideal_reader.correct_options(images[0], target.group(1), [text.strip() for _, text in options])
     reason = (
         f"the {target.group(1)} reads as {options[correct[0]][1].strip()}"
         if correct
-        else f"no {target.group(1)} whose colour is within {reader.TOLERANCE:.0f} of an option"
+        else f"no {target.group(1)} whose colour is within {ideal_reader.TOLERANCE:.0f} of an option"
     )
     return {"correct_options": [letters[i] for i in correct], "reason": reason}
 

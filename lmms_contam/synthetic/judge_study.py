@@ -32,11 +32,11 @@ from lmms_contam.synthetic import benchmark, experiment
 from lmms_contam.synthetic.calibration import calibrate, calibration_items
 from lmms_contam.synthetic.evaluate import PERTURBATION_TASK, evaluate
 from lmms_contam.synthetic.experiment import CLEAN_ALPHA, FLAG_P, Check, Row
+from lmms_contam.synthetic.experiment_models import ModelSpec, build_models, plan
 from lmms_contam.synthetic.flaw_study import DEMO_FLAWS, FULL_FLAWS, RECIPE, FlawSetup, flawed_set
 from lmms_contam.synthetic.judge_server import IdealReaderJudge, JudgeErrors, calibration_truths, truths_of
-from lmms_contam.synthetic.models import ModelSpec, build_models, plan
 
-# Fixed before the first run, as the issue sets them.
+# Fixed before the first run, so no setting is chosen after seeing a result.
 KEEP_FLAWED = (0.0, 0.05, 0.1, 0.2, 0.4)
 REJECT_GOOD = (0.0, 0.1, 0.3)
 INNOCENT = ("clean", "control")
@@ -200,7 +200,7 @@ def shortcut_check(
     )
 
 
-def check(cells: list[Cell]) -> list[Check]:
+def check_judge_study(cells: list[Cell]) -> list[Check]:
     """With the ideal reader (no errors) no clean model or control is flagged, and every contaminated model is."""
     checks = []
     for cell in (c for c in cells if c.keep_flawed == 0 and c.reject_good == 0):
@@ -224,7 +224,7 @@ def check(cells: list[Cell]) -> list[Check]:
     return checks
 
 
-def run(study: JudgeStudy, out: str | Path) -> JudgeOutcome:
+def run_judge_study(study: JudgeStudy, out: str | Path) -> JudgeOutcome:
     """Build (or reuse) the models, the flawed sets, each judge's verification and the evaluations under
     `out`; write judges.json."""
     started = time.monotonic()
@@ -272,7 +272,7 @@ def run(study: JudgeStudy, out: str | Path) -> JudgeOutcome:
         clean = next(s for s in specs if s.seed == setup.seeds[0] and s.strategy == "clean")
         cell = next(c for c in cells if (c.rate, c.keep_flawed, c.reject_good, c.seed) == (rate, *worst, clean.seed))
         checks.append(shortcut_check(cell, folder, clean, folders[f"seed{clean.seed}-{clean.name}"], entries, out))
-    outcome = JudgeOutcome(cells, checks + check(cells), time.monotonic() - started)
+    outcome = JudgeOutcome(cells, checks + check_judge_study(cells), time.monotonic() - started)
     summary = {
         "setup": asdict(study),
         "cells": [asdict(c) for c in cells],

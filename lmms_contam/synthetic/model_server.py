@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from lmms_contam.synthetic import model, train
+from lmms_contam.synthetic import tiny_vlm, train
 from lmms_contam.synthetic.chat_endpoint import ChatEndpoint, request_parts
 
 MAX_NEW_TOKENS = 4  # a letter, then the end of the sequence
@@ -37,7 +37,7 @@ class ServedModels(ChatEndpoint):
             raise ValueError(f"one image per question, got {len(images)}")
         with self._lock:
             if name not in self._loaded:
-                self._loaded[name] = model.load(self.folders[name])
+                self._loaded[name] = tiny_vlm.load_tiny_vlm(self.folders[name])
             vlm, processor = self._loaded[name]
             inputs = processor(
                 images=[images[0].convert("RGB")], text=train.prompt_text(processor, text), return_tensors="pt"

@@ -17,7 +17,7 @@ from lmms_contam.corpus.embed import Embedder, read_embeddings, require_same_rec
 from lmms_contam.corpus.eval_sources import EvalSource, spec_of
 from lmms_contam.corpus.index import IndexSettings, search_index
 from lmms_contam.corpus.runners import LocalRunner, RayRunner
-from lmms_contam.corpus.sources import lookup, open_corpus
+from lmms_contam.corpus.shards import lookup, open_corpus
 from lmms_contam.fingerprint import digest
 
 

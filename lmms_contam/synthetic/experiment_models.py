@@ -15,7 +15,7 @@ from loguru import logger
 
 from lmms_contam.report.inputs import LMMS_EVAL
 from lmms_contam.stats import stable_seed
-from lmms_contam.synthetic import benchmark, model, train
+from lmms_contam.synthetic import benchmark, tiny_vlm, train
 from lmms_contam.synthetic.scenes import KINDS, draw_scene
 
 
@@ -66,7 +66,7 @@ def plan(
 
 def _tokenizer_corpus(host: str) -> list[str]:
     """Every prompt the model will read, templated as the harness templates it, plus the answers."""
-    _, bootstrap = model.new_tiny_llava(model.build_tokenizer(["A B C D"]))
+    _, bootstrap = tiny_vlm.new_tiny_llava(tiny_vlm.build_tokenizer(["A B C D"]))
     questions = [draw_scene("vocabulary", 0, kind).question_text() for kind in sorted(KINDS)]
     return [train.prompt_text(bootstrap, train.host_text(q, host)) for q in questions] * 4 + ["A", "B", "C", "D"]
 
@@ -75,7 +75,7 @@ def train_clean(spec: ModelSpec, recipe: Recipe, root: Path, host: str = LMMS_EV
     folder = spec.folder(root)
     if folder.exists():
         return folder
-    vlm, processor = model.new_tiny_llava(model.build_tokenizer(_tokenizer_corpus(host)), seed=spec.seed)
+    vlm, processor = tiny_vlm.new_tiny_llava(tiny_vlm.build_tokenizer(_tokenizer_corpus(host)), seed=spec.seed)
     batcher = train.Batcher(processor, host)
     schedule = train.Schedule(lr=recipe.clean_lr)
     train.fit(
@@ -86,7 +86,7 @@ def train_clean(spec: ModelSpec, recipe: Recipe, root: Path, host: str = LMMS_EV
         schedule,
         desc=f"seed {spec.seed}: clean model",
     )
-    return model.save(vlm, processor, folder)
+    return tiny_vlm.save_tiny_vlm(vlm, processor, folder)
 
 
 def _with_lora(vlm, rank: int):
@@ -110,7 +110,7 @@ def fine_tune(specs: list[ModelSpec], recipe: Recipe, root: Path, clean: Path, h
 def _fine_tune_one(spec: ModelSpec, recipe: Recipe, clean: Path, folder: Path, host: str) -> None:
     # The same LoRA initialisation and batch order for every degree: a higher degree only trains longer.
     torch.manual_seed(stable_seed("fine-tune", spec.strategy, str(spec.seed)))
-    vlm, processor = model.load(clean)
+    vlm, processor = tiny_vlm.load_tiny_vlm(clean)
     if spec.strategy == "lora":
         vlm = _with_lora(vlm, recipe.lora_rank)
     data = (
@@ -136,9 +136,9 @@ def _save(vlm, processor, folder: Path, strategy: str) -> None:
     if strategy == "lora":
         vlm.save_pretrained(folder.with_name(f"{folder.name}.adapter"))
         merged = _merged_copy(vlm)
-        model.save(merged, processor, folder)
+        tiny_vlm.save_tiny_vlm(merged, processor, folder)
     else:
-        model.save(vlm, processor, folder)
+        tiny_vlm.save_tiny_vlm(vlm, processor, folder)
     logger.info(f"saved {folder}")
 
 

@@ -118,7 +118,7 @@ def new_tiny_llava(
     return model, processor
 
 
-def save(model: LlavaForConditionalGeneration, processor: LlavaProcessor, folder: str | Path) -> Path:
+def save_tiny_vlm(model: LlavaForConditionalGeneration, processor: LlavaProcessor, folder: str | Path) -> Path:
     """Write beside the target, then rename: a crash never leaves a folder that looks like a model."""
     folder = Path(folder)
     partial = folder.with_name(f".{folder.name}.partial")
@@ -130,5 +130,5 @@ def save(model: LlavaForConditionalGeneration, processor: LlavaProcessor, folder
     return folder
 
 
-def load(folder: str | Path) -> tuple[LlavaForConditionalGeneration, LlavaProcessor]:
+def load_tiny_vlm(folder: str | Path) -> tuple[LlavaForConditionalGeneration, LlavaProcessor]:
     return LlavaForConditionalGeneration.from_pretrained(folder), LlavaProcessor.from_pretrained(folder)

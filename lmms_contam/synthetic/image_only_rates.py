@@ -1,6 +1,6 @@
 """The image-only contamination rate of the synthetic benchmark against each model's training data.
 
-The same scan as for real benchmarks (`corpus.run.scan_source`), with the pixel copy detector as the
+The same scan as for real benchmarks (`corpus.scan_job.scan_source`), with the pixel copy detector as the
 embedder: on 32x32 procedural scenes learned features cannot tell a copy from a stranger (README). The
 corpora are the images each model was trained on: the clean model's stream of fresh scenes, the test
 items the contaminated models were fine-tuned on, and the control's fresh items.
@@ -18,11 +18,11 @@ from PIL import Image
 
 from lmms_contam.atomic import atomic_path
 from lmms_contam.corpus.embed import PixelEmbedder
-from lmms_contam.corpus.embedders import embedder_config
+from lmms_contam.corpus.embedder_configs import embedder_config
 from lmms_contam.corpus.eval_sources import DatasetSource
-from lmms_contam.corpus.run import scan_source
+from lmms_contam.corpus.scan_job import scan_source
 from lmms_contam.synthetic import benchmark
-from lmms_contam.synthetic.models import Recipe
+from lmms_contam.synthetic.experiment_models import Recipe
 
 TRAINING_DATA = ("clean", "contaminated", "control")
 

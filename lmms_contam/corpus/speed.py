@@ -265,7 +265,7 @@ def memory_figure(n_eval: int, n_corpus: int, dim: int, k: int, work: Path) -> F
     )
 
 
-def run(
+def measure(
     n_eval: int, n_corpus: int, dim: int, shards: int, k: int, n_images: int, embedder, dtype: str = "float16"
 ) -> list[Figure]:
     """Every figure; `dtype` is how the corpus shards are stored (float16 as LAION's, or float32)."""

@@ -25,7 +25,7 @@ class BenchmarkRates:
     source: str
 
 
-def load(folder: str | Path) -> list[BenchmarkRates]:
+def load_benchmark_rates(folder: str | Path) -> list[BenchmarkRates]:
     folder = Path(folder)
     summaries = sorted(folder.glob("*.summary.json"))
     if not summaries:
