@@ -1,25 +1,33 @@
-"""Shared fixtures: offline environment, fixture sets, and a runner for the real lmms-eval CLI."""
+"""Shared fixtures (offline environment, fixture sets) and the tiers: each folder's tests carry its marker.
+
+tests/unit: no lmms-eval subprocess, no model, no server, no torch import at collection (a minute or two);
+tests/integration: loopback servers, tiny models, the real lmms-eval and VLMEvalKit command lines;
+tests/e2e: the demo (the experiment, the flaw and judge studies in small) and the installed wheel.
+Helpers are the `helpers` package beside this file (pytest's `pythonpath` puts tests/ on the path).
+"""
 
 from __future__ import annotations
 
-import glob
-import json
-import os
-import subprocess
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-
-from fixtures import write_fixture_sets  # noqa: E402
+from helpers.benchmark_fixtures import write_fixture_sets
+from helpers.fixtures import point_at_sets
 
 from lmms_contam.registry.specs import PERTURBABLE
-from lmms_contam.synthetic.evaluate import lmms_eval_executable  # noqa: E402
 
 BENCHMARKS = PERTURBABLE
+TIERS = ("unit", "integration", "e2e")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Each test is marked with its folder's tier, so `-m unit` and `-m "not e2e"` select by tier."""
+    root = Path(__file__).parent
+    for item in items:
+        tier = item.path.relative_to(root).parts[0]
+        if tier not in TIERS:
+            raise pytest.UsageError(f"{item.nodeid}: tests live in a tier folder ({', '.join(TIERS)})")
+        item.add_marker(tier)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -58,38 +66,7 @@ def fixture_sets(tmp_path_factory) -> dict[str, Path]:
     return write_fixture_sets(tmp_path_factory.mktemp("sets"))
 
 
-def point_at_sets(monkeypatch: pytest.MonkeyPatch, sets: dict[str, Path]) -> None:
-    for benchmark, path in sets.items():
-        monkeypatch.setenv(f"LMMS_CONTAM_DATASET_{benchmark.upper()}", str(path))
-
-
 @pytest.fixture
 def with_sets(fixture_sets, monkeypatch) -> dict[str, Path]:
     point_at_sets(monkeypatch, fixture_sets)
     return fixture_sets
-
-
-@dataclass
-class HarnessRun:
-    output: str
-    results: dict
-    samples: dict[str, list[dict]]
-
-
-def run_lmms_eval(args: list[str], out: Path, executable: str | None = None, timeout: int = 600) -> HarnessRun:
-    """Run the real CLI in a subprocess; it exits 0 even on errors, so results are read from disk."""
-    command = [executable or lmms_eval_executable(), *args, "--log_samples", "--output_path", str(out)]
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=os.environ.copy())
-    output = proc.stdout + proc.stderr
-    results_files = glob.glob(str(out / "**" / "*_results.json"), recursive=True)
-    results = json.loads(Path(results_files[0]).read_text()) if results_files else {}
-    samples = {}
-    for path in glob.glob(str(out / "**" / "*_samples_*.jsonl"), recursive=True):
-        task = Path(path).stem.split("_samples_", 1)[1]
-        samples[task] = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-    return HarnessRun(output=output, results=results, samples=samples)
-
-
-def metric(run: HarnessRun, task: str, name: str) -> float:
-    assert task in run.results.get("results", {}), f"no results for {task}; output tail:\n{run.output[-4000:]}"
-    return run.results["results"][task][f"{name},none"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from PIL import Image
@@ -22,9 +23,17 @@ from lmms_contam.perturb.swap import swap_answer
 from lmms_contam.schema import SCHEMA_VERSION, manifest_beside, write_parquet
 from lmms_contam.synthetic import flaws
 from lmms_contam.synthetic.scenes import KINDS, Scene, counterfactual, draw_scene, render
-from lmms_contam.synthetic.train import Example
 
 BENCHMARK = "synthetic"
+
+
+@dataclass(frozen=True)
+class Example:
+    """An image, its question and the letter a model is trained or scored on."""
+
+    image: Image.Image
+    question: str
+    letter: str
 
 
 def example(scene: Scene) -> Example:

@@ -23,17 +23,11 @@ from lmms_contam.hosts.vlmevalkit.prompt import mcq_prompt
 from lmms_contam.letters import option_letters
 from lmms_contam.registry.parsers import mmstar_options
 from lmms_contam.report.inputs import LMMS_EVAL, VLMEVALKIT
+from lmms_contam.synthetic.benchmark import Example
 
-# The default post-prompt of the synthetic tasks (tests/test_synthetic.py checks the YAML agrees).
+# The default post-prompt of the synthetic tasks (tests/integration/test_synthetic.py checks the YAML agrees).
 POST_PROMPT = "\nAnswer with the option's letter from the given choices directly"
 IGNORE = -100
-
-
-@dataclass(frozen=True)
-class Example:
-    image: Image.Image
-    question: str
-    letter: str
 
 
 def host_text(question: str, host: str = LMMS_EVAL) -> str:

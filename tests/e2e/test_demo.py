@@ -1,0 +1,133 @@
+"""The demo end to end: every model trained, evaluated by each harness, reported and checked."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lmms_contam.synthetic import benchmark, train
+
+
+def test_demo_flags_contaminated_models_and_clears_clean_ones(tmp_path):
+    """The README's main job as it runs there: every claim holds, and lmms-eval agrees with training."""
+    out = tmp_path / "demo"
+    command = [str(Path(sys.executable).with_name("lmms-contam")), "demo", "--out", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1500)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert f"report: {(out / 'report.html').resolve()}" in done.stdout
+    summary = json.loads((out / "experiment.json").read_text())
+    assert summary["passed"] and len(summary["checks"]) >= 8
+    rows = {row["model"]: row for row in summary["rows"]}
+    assert set(rows) == {"clean", "full-e30", "lora-e30", "control-e30"}
+    assert 0.6 <= rows["clean"]["acc_original"] <= 0.85
+    for name in ("full-e30", "lora-e30"):
+        assert rows[name]["verdict"] == "contaminated"
+    for name in ("clean", "control-e30"):
+        assert rows[name]["verdict"] != "contaminated"
+    # The clean and the fully fine-tuned model also ran the peer detectors, through lmms-eval.
+    assert {name for name, row in rows.items() if row["detectors"]} == {"clean", "full-e30"}
+    assert set(rows["clean"]["detectors"]) == {"circular", "option_shuffle", "text_only"}
+    assert rows["clean"]["detectors"]["circular"]["signal"] <= 0  # an item counts only if every rotation is right
+    assert "Peer detectors" in done.stdout and "## Peer detectors" in (out / "report.md").read_text()
+    # The prompt the model was trained on is the one lmms-eval builds: its score matches a direct forward pass.
+    from lmms_contam.synthetic.tiny_vlm import load_tiny_vlm
+
+    vlm, processor = load_tiny_vlm(out / "models" / "seed0" / "clean")
+    direct = train.Batcher(processor).accuracy(vlm, benchmark.original_examples(500))
+    assert abs(direct - rows["clean"]["acc_original"]) < 0.02
+    assert "<img" in (out / "report.html").read_text()
+    rates = {data: r["image_only_rate"] for data, r in summary["image_only"].items()}
+    assert rates == {"clean": 0.0, "contaminated": 1.0, "control": 0.0}
+    assert "Image-only rate of the test set" in done.stdout
+    # A rerun reuses every model and evaluation: same files, same figures.
+    weights = sorted((out / "models").rglob("*.safetensors"))
+    stamps = [p.stat().st_mtime_ns for p in weights]
+    rerun = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert [p.stat().st_mtime_ns for p in weights] == stamps
+    assert json.loads((out / "experiment.json").read_text())["rows"] == summary["rows"]
+    flaw_rows = _flaw_study_in_small(command, out, rows, weights, stamps)
+    _judge_study_in_small(command, out, flaw_rows, weights, stamps)
+
+
+def test_demo_through_vlmevalkit_flags_contaminated_models_and_clears_clean_ones(tmp_path):
+    """The same experiment with VLMEvalKit as the harness: models trained on its prompt, served on 127.0.0.1,
+    asked by `python -m vlmeval`'s API model and scored by its exact matching; the report reads its work dir."""
+    out = tmp_path / "demo"
+    command = [str(Path(sys.executable).with_name("lmms-contam")), "demo", "--host", "vlmevalkit", "--out", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1500)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert f"report: {(out / 'vlmevalkit' / 'report.html').resolve()}" in done.stdout
+    summary = json.loads((out / "vlmevalkit" / "experiment.json").read_text())
+    assert summary["passed"] and summary["setup"]["host"] == "VLMEvalKit" and len(summary["checks"]) >= 8
+    rows = {row["model"]: row for row in summary["rows"]}
+    assert set(rows) == {"clean", "full-e30", "lora-e30", "control-e30"}
+    assert 0.6 <= rows["clean"]["acc_original"] <= 0.85
+    for name in ("full-e30", "lora-e30"):
+        assert rows[name]["verdict"] == "contaminated" and rows[name]["mcnemar_p"] < 0.01
+    for name in ("clean", "control-e30"):
+        assert rows[name]["verdict"] != "contaminated"
+    report = json.loads((out / "vlmevalkit" / "report.json").read_text())
+    assert {r["host"] for r in report["results"]} == {"VLMEvalKit"}
+    assert all("judge exact_matching" in r["answer_matching"] for r in report["results"])
+    # The model was trained on the prompt VLMEvalKit sends: its score through VLMEvalKit is a direct forward pass's.
+    from lmms_contam.synthetic.tiny_vlm import load_tiny_vlm
+
+    vlm, processor = load_tiny_vlm(out / "vlmevalkit" / "models" / "seed0" / "clean")
+    direct = train.Batcher(processor, "VLMEvalKit").accuracy(vlm, benchmark.original_examples(500))
+    assert abs(direct - rows["clean"]["acc_original"]) < 0.02
+
+
+def _flaw_study_in_small(command: list[str], out: Path, demo_rows: dict, weights: list[Path], stamps: list[int]):
+    """`demo --flaws` on the demo's models: flaws accuse the clean model until `verify` removes them."""
+    done = subprocess.run([*command, "--flaws"], capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert [p.stat().st_mtime_ns for p in weights] == stamps  # the same models, none trained again
+    study = json.loads((out / "flaws.json").read_text())
+    assert study["passed"] and len(study["checks"]) == 2 + 2 * 4  # f = 0 unverified: 2; verified: 4 per rate
+    rows = {(r["rate"], r["verified"], r["row"]["model"]): r for r in study["rows"]}
+    assert len(rows) == 2 * 2 * 4
+    for model, row in demo_rows.items():  # the unflawed set is the demo's own: the same figures
+        assert rows[(0.0, False, model)]["row"]["delta"] == row["delta"]
+    # 40% flawed counterfactuals accuse the clean model and the control; verification clears them.
+    for model in ("clean", "control-e30"):
+        before, after = rows[(0.4, False, model)]["row"], rows[(0.4, True, model)]["row"]
+        assert before["delta"] < -0.05 and before["mcnemar_p"] < 0.05 and before["verdict"] == "contaminated"
+        assert after["verdict"] != "contaminated"
+    assert study["first_accusing_rate"] == 0.4
+    screened = {s["rate"]: s for s in study["screenings"]}
+    assert screened[0.4]["flawed_removed_share"] > 0.75 and screened[0.0]["flawed_removed_share"] is None
+    for s in screened.values():  # every good item ambiguous by design is removed, and hardly a clear one
+        assert s["ambiguous_good_removed"] == s["ambiguous_good"] > 0
+        assert s["good_removed"] - s["ambiguous_good"] <= 0.01 * (s["good"] - s["ambiguous_good"])
+    assert rows[(0.4, True, "clean")]["items"] == screened[0.4]["kept"] < 500
+    assert "false-accusation curve" in done.stdout and "A clean model is first flagged" in done.stdout
+    return rows
+
+
+def _judge_study_in_small(command: list[str], out: Path, flaw_rows: dict, weights: list[Path], stamps: list[int]):
+    """`demo --judge-errors` on the same models and flawed set: judges that keep flawed counterfactuals or reject
+    good ones, each verifying through `verify`'s code; each model read on the items each judge kept."""
+    done = subprocess.run([*command, "--judge-errors"], capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert [p.stat().st_mtime_ns for p in weights] == stamps
+    study = json.loads((out / "judges.json").read_text())
+    assert study["passed"], study["checks"]
+    assert any(c["claim"].startswith("lmms-eval on the verified set") and c["passed"] for c in study["checks"])
+    cells = {(c["keep_flawed"], c["reject_good"]): c for c in study["cells"]}
+    assert set(cells) == {(0.0, 0.0), (0.0, 0.3), (0.2, 0.0), (0.2, 0.3)}
+    ideal, keeper, rejecter = cells[(0.0, 0.0)], cells[(0.2, 0.0)], cells[(0.0, 0.3)]
+    # The errorless judge is the flaw study's: the same items kept, and (restricted, not rerun) the same figures.
+    assert ideal["kept"] == flaw_rows[(0.4, True, "clean")]["items"]
+    for row in ideal["rows"]:
+        assert row["delta"] == pytest.approx(flaw_rows[(0.4, True, row["model"])]["row"]["delta"])
+    assert keeper["flawed_kept"] > ideal["flawed_kept"] and keeper["good_kept"] == ideal["good_kept"]
+    assert rejecter["good_kept"] < ideal["good_kept"] and rejecter["flawed_kept"] == ideal["flawed_kept"]
+    clean = {key: next(r for r in c["rows"] if r["model"] == "clean")["delta"] for key, c in cells.items()}
+    assert clean[(0.2, 0.0)] < clean[(0.0, 0.0)]  # kept flaws pull an innocent model's delta down
+    assert "The largest keep_flawed rate at which no clean model or control is flagged" in done.stdout
+    assert (out / "judges.png").read_bytes().startswith(b"\x89PNG")

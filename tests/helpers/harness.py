@@ -1,0 +1,42 @@
+"""The real lmms-eval command line in a subprocess, and its results and samples read back from disk."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import lmms_eval
+
+from lmms_contam.synthetic.evaluate import lmms_eval_executable
+
+BUILTIN_TASKS = Path(lmms_eval.__file__).parent / "tasks"  # lmms-eval's own task YAMLs
+
+
+@dataclass
+class HarnessRun:
+    output: str
+    results: dict
+    samples: dict[str, list[dict]]
+
+
+def run_lmms_eval(args: list[str], out: Path, executable: str | None = None, timeout: int = 600) -> HarnessRun:
+    """Run the real CLI in a subprocess; it exits 0 even on errors, so results are read from disk."""
+    command = [executable or lmms_eval_executable(), *args, "--log_samples", "--output_path", str(out)]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=os.environ.copy())
+    output = proc.stdout + proc.stderr
+    results_files = glob.glob(str(out / "**" / "*_results.json"), recursive=True)
+    results = json.loads(Path(results_files[0]).read_text()) if results_files else {}
+    samples = {}
+    for path in glob.glob(str(out / "**" / "*_samples_*.jsonl"), recursive=True):
+        task = Path(path).stem.split("_samples_", 1)[1]
+        samples[task] = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    return HarnessRun(output=output, results=results, samples=samples)
+
+
+def metric(run: HarnessRun, task: str, name: str) -> float:
+    assert task in run.results.get("results", {}), f"no results for {task}; output tail:\n{run.output[-4000:]}"
+    return run.results["results"][task][f"{name},none"]

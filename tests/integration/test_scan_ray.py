@@ -1,0 +1,157 @@
+"""The scan on a real local Ray cluster: the same shards, the same code path, the same results."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pandas as pd
+import psutil
+import pytest
+import ray
+from helpers.benchmark_copies import write_corpus_folder
+from helpers.benchmark_fixtures import write_benchmark_copies
+from helpers.corpora import corpus_files, write_folder
+
+from lmms_contam.corpus.embed import EfficientNetLite0Embedder
+from lmms_contam.corpus.embedder_configs import embedder_config
+from lmms_contam.corpus.ingest import embed_corpus, records
+from lmms_contam.corpus.ray_embed import RayDataEmbedding
+from lmms_contam.corpus.runners import LocalRunner, RayRunner
+from lmms_contam.corpus.scan import scan_shards
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    # One GPU declared as a resource (none is used: the embedder stays on the CPU), so that Ray
+    # schedules GPU actors here as it would on a GPU node.
+    ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False)
+    runner = RayRunner()
+    yield runner
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    """Ten float16 shards of random unit vectors, queries with planted near-copies in shards 2 and 7."""
+    folder = tmp_path_factory.mktemp("shards")
+    rng = np.random.default_rng(1)
+    corpus = rng.normal(size=(20_000, 128)).astype(np.float32)
+    corpus /= np.linalg.norm(corpus, axis=1, keepdims=True)
+    queries = rng.normal(size=(64, 128)).astype(np.float32)
+    queries[:2] = corpus[[4_321, 15_000]] + rng.normal(scale=0.03, size=(2, 128))
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    listed, offset = [], 0
+    for number, rows in enumerate(np.array_split(corpus, 10)):
+        path = folder / f"img_emb_{number}.npy"
+        np.save(path, rows.astype(np.float16))
+        listed.append((f"img_emb_{number}", path, offset))
+        offset += len(rows)
+    return queries, listed, folder
+
+
+def test_ray_tasks_give_the_in_process_results(cluster, shards, tmp_path):
+    queries, listed, _ = shards
+    local = scan_shards(queries, listed, tmp_path / "local", k=10, chunk=700, runner=LocalRunner())
+    on_ray = scan_shards(queries, listed, tmp_path / "ray", k=10, chunk=700, runner=cluster)
+    assert (on_ray.ids == local.ids).all() and (on_ray.above == local.above).all()
+    np.testing.assert_allclose(on_ray.sims, local.sims, atol=1e-5)
+    assert list(on_ray.ids[:2, 0]) == [4_321, 15_000]
+    # The driver saved every shard's result; a rerun reads them and schedules no task.
+    assert len(list((tmp_path / "ray").glob("*.topk.npz"))) == 10
+    again = scan_shards(queries, listed, tmp_path / "ray", k=10, runner=cluster)
+    assert (again.ids == on_ray.ids).all()
+
+
+def test_a_bad_shard_fails_the_ray_scan_with_its_row(cluster, shards, tmp_path):
+    queries, listed, folder = shards
+    broken = np.load(listed[3][1]).astype(np.float32)
+    broken[5, 0] = np.nan
+    np.save(folder / "broken.npy", broken)
+    with pytest.raises(ValueError, match=rf"corpus row {listed[3][2] + 5} holds NaN"):
+        scan_shards(queries, [*listed[:3], ("broken", folder / "broken.npy", listed[3][2])], tmp_path, runner=cluster)
+
+
+def test_scan_command_with_ray_writes_what_the_in_process_scan_writes(tmp_path):
+    copies = write_benchmark_copies(tmp_path)
+    embed_corpus(write_corpus_folder(tmp_path / "images"), tmp_path / "corpus", EfficientNetLite0Embedder(),
+                 shard_size=3)  # fmt: skip
+    outputs = {}
+    for name, extra in (("local", []), ("ray", ["--ray"])):
+        command = [sys.executable, "-m", "lmms_contam.cli", "scan", "--eval", "mmstar", "--corpus",
+                   str(tmp_path / "corpus"), "--out", str(tmp_path / name), "--embedder", "efficientnet-lite0",
+                   "--originals", str(copies["mmstar"]), *extra]  # fmt: skip
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        outputs[name] = pd.read_parquet(tmp_path / name / "mmstar.matches.parquet")
+    summary = json.loads((tmp_path / "ray" / "mmstar.summary.json").read_text())
+    assert summary["mode"]["runner"].startswith("Ray") and summary["image_only_rate"] == 0.5
+    assert summary["mode"]["resubmitted_after_a_lost_worker"] == 0
+    local, on_ray = outputs["local"], outputs["ray"]
+    assert local["original_id"].tolist() == on_ray["original_id"].tolist()
+    assert local["top_ids"].map(list).tolist() == on_ray["top_ids"].map(list).tolist()
+    np.testing.assert_allclose(np.stack(on_ray["top_similarities"]), np.stack(local["top_similarities"]), atol=1e-5)
+    assert local["top_captions"].map(list).tolist() == on_ray["top_captions"].map(list).tolist()
+
+
+@pytest.mark.parametrize("gpus", [0, 1])
+def test_ray_data_embedding_writes_the_in_process_corpus(cluster, tmp_path, gpus):
+    source = write_folder(tmp_path / "images", corpus_files())
+    config = embedder_config("efficientnet-lite0")
+    embedder = config.build()
+    local = embed_corpus(source, tmp_path / "local", embedder, shard_size=5)
+    engine = RayDataEmbedding(config, embedder.preparer, actors=1, gpus=gpus, batch_size=4)
+    # GPU actors get prepared batches from CPU tasks; CPU actors decode themselves (Ray Data fuses them).
+    stats = engine.dataset(list(records(source))[:5]).materialize().stats().splitlines()
+    stages = [line.split(":")[0].split(" ", 2)[2] for line in stats if line.startswith("Operator")]
+    fused = "MapBatches(prepare_batch)->MapBatches(EmbedPrepared)"
+    assert stages[1:] == (["MapBatches(prepare_batch)", "MapBatches(EmbedPrepared)"] if gpus else [fused])
+    on_ray = embed_corpus(source, tmp_path / "ray", embedder, shard_size=5, engine=engine)
+    assert (on_ray.shards, on_ray.vectors, on_ray.skipped) == (local.shards, local.vectors, local.skipped)
+    assert on_ray.skipped == 2  # the truncated and the zero-byte file
+    for number in range(local.shards):
+        for part in (f"img_emb/img_emb_{number}.npy",):
+            if (tmp_path / "local" / part).exists():
+                np.testing.assert_allclose(np.load(tmp_path / "ray" / part), np.load(tmp_path / "local" / part),
+                                           atol=1e-5)  # fmt: skip
+        metadata = f"metadata/metadata_{number}.parquet"
+        if (tmp_path / "local" / metadata).exists():
+            assert pd.read_parquet(tmp_path / "ray" / metadata).equals(pd.read_parquet(tmp_path / "local" / metadata))
+        skipped = f"skipped/skipped_{number}.jsonl"
+        assert (tmp_path / "ray" / skipped).read_text() == (tmp_path / "local" / skipped).read_text()
+
+
+def _kill_first_worker_running(title: str, after_s: float, killed: list[int]) -> None:
+    """SIGKILL the first process whose title Ray set to `ray::<function>` (a worker executing it)."""
+    time.sleep(after_s)
+    for process in psutil.process_iter(["pid", "cmdline"]):
+        if title in " ".join(process.info["cmdline"] or []):
+            os.kill(process.info["pid"], signal.SIGKILL)
+            killed.append(process.info["pid"])
+            return
+
+
+def test_a_job_whose_worker_is_killed_is_submitted_again_and_recorded(cluster):
+    """A Ray worker killed mid-job: the runner submits that job again, every job's result arrives once, and the
+    loss is recorded (the scan's summary counts it)."""
+
+    def slow_product(shared: np.ndarray, job: int) -> float:  # defined here: Ray ships it by value
+        time.sleep(2.0)
+        return float(shared.sum() * job)
+
+    killed: list[int] = []
+    killer = threading.Thread(target=_kill_first_worker_running, args=("ray::slow_product", 1.0, killed))
+    killer.start()
+    results = dict(cluster.imap(slow_product, np.ones(3), [1, 2, 3, 4]))
+    killer.join()
+    assert killed, "no worker was running the job when the killer looked"
+    assert results == {0: 3.0, 1: 6.0, 2: 9.0, 3: 12.0}
+    assert [entry["lost"] for entry in cluster.resubmitted] == ["WorkerCrashedError"]
+    dict(cluster.imap(lambda shared, job: job, None, [1]))  # the next scan starts its own count
+    assert cluster.resubmitted == []

@@ -1,0 +1,57 @@
+"""The synthetic benchmark and the controlled-contamination experiment (`lmms-contam demo`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from lmms_contam.hosts.lmms_eval.registration import tasks_dir
+from lmms_contam.synthetic import benchmark, train
+
+
+def test_training_prompt_uses_the_tasks_post_prompt():
+    task = yaml.safe_load((tasks_dir() / "synthetic" / "synthetic_original.yaml").read_text().replace("!function", ""))
+    assert task["lmms_eval_specific_kwargs"]["default"]["post_prompt"] == train.POST_PROMPT
+
+
+def test_image_only_rates_find_the_test_items_only_where_they_were_trained_on(tmp_path):
+    from lmms_contam.synthetic.experiment import rate_check
+    from lmms_contam.synthetic.experiment_models import Recipe
+    from lmms_contam.synthetic.image_only_rates import image_only_rates
+
+    recipe = Recipe(test_items=12, clean_steps=4, clean_batch=16)
+    test_set = benchmark.build_test_set(recipe.test_items, tmp_path / "synthetic.parquet")
+    rates = image_only_rates(recipe, 0, test_set, tmp_path / "scan")
+    assert {data: r["image_only_rate"] for data, r in rates.items()} == {"clean": 0.0, "contaminated": 1.0,
+                                                                         "control": 0.0}  # fmt: skip
+    assert (rates["clean"]["corpus_rows"], rates["contaminated"]["corpus_rows"]) == (64, 12)
+    assert rates["clean"]["threshold"] == 0.999 and rate_check(rates).passed
+    leaked = {**rates, "clean": {**rates["clean"], "image_only_rate": 1 / 12}}
+    assert not rate_check(leaked).passed
+
+
+@pytest.mark.parametrize("strategy", ["full", "lora"])
+def test_each_degree_is_its_own_fine_tuning_run(tmp_path, strategy):
+    """A degree's model is the same whichever other degrees were planned: a complete run annealed over its
+    own epochs, not a snapshot caught mid-way through the highest degree's run."""
+    from safetensors.torch import load_file
+
+    from lmms_contam.synthetic.experiment_models import Recipe, build_models, plan
+
+    recipe = Recipe(test_items=12, clean_steps=4, clean_batch=16, degrees=(1, 2), finetune_batch=4)
+    together = build_models(plan(recipe, 0, (strategy,), control=False), recipe, tmp_path / "together")
+    alone = build_models(plan(recipe, 0, (strategy,), control=False, degrees=(1,)), recipe, tmp_path / "alone")
+
+    def weights(folder: Path) -> dict:
+        return {
+            name: tensor for path in sorted(folder.glob("*.safetensors")) for name, tensor in load_file(path).items()
+        }
+
+    low, high, low_alone = (weights(f) for f in (together[f"{strategy}-e1"], together[f"{strategy}-e2"],
+                                                  alone[f"{strategy}-e1"]))  # fmt: skip
+    assert low.keys() == low_alone.keys() == high.keys()
+    assert all(torch.equal(low[name], low_alone[name]) for name in low)
+    assert any(not torch.equal(low[name], high[name]) for name in low)
