@@ -18,8 +18,10 @@ class LocalRunner:
     name = "in-process"
     resubmitted: tuple = ()  # in-process jobs are never lost to a worker
 
-    def imap(self, function: Callable[[Any, Any], Any], shared: Any, jobs: list) -> Iterator[tuple[int, Any]]:
-        """(job index, function(shared, job)) for each job."""
+    def imap(
+        self, function: Callable[[Any, Any], Any], shared: Any, jobs: list, labels: list[str] | None = None
+    ) -> Iterator[tuple[int, Any]]:
+        """(job index, function(shared, job)) for each job; `labels` name the jobs where one is lost."""
         for index, job in enumerate(jobs):
             yield index, function(shared, job)
 
@@ -64,9 +66,13 @@ class RayRunner:
             ray.init(address=address, num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
         self.ray = ray
         self.name = f"Ray ({address or 'auto'})"
-        self.resubmitted: list[dict] = []  # the last imap's jobs submitted again: {"job": index, "lost": error}
+        self.resubmitted: list[dict] = []  # the last imap's jobs submitted again: {"job": label, "lost": error}
 
-    def imap(self, function: Callable[[Any, Any], Any], shared: Any, jobs: list) -> Iterator[tuple[int, Any]]:
+    def imap(
+        self, function: Callable[[Any, Any], Any], shared: Any, jobs: list, labels: list[str] | None = None
+    ) -> Iterator[tuple[int, Any]]:
+        """(job index, function(shared, job)) as jobs finish; `labels` name the jobs in `resubmitted` (default:
+        their index)."""
         from ray.exceptions import NodeDiedError, WorkerCrashedError
 
         remote = self.ray.remote(max_retries=0)(function)
@@ -83,7 +89,7 @@ class RayRunner:
                 losses[index] += 1
                 if losses[index] > RESUBMITS:
                     raise
-                self.resubmitted.append({"job": index, "lost": type(exc).__name__})
+                self.resubmitted.append({"job": labels[index] if labels else index, "lost": type(exc).__name__})
                 pending[remote.remote(shared_ref, jobs[index])] = index
                 continue
             yield index, result

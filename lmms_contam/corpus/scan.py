@@ -10,7 +10,11 @@ or as Ray tasks) before one merge. No index, no approximation.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
+import threading
+import time
 import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -137,7 +141,45 @@ class ProductTiles:
                 yield first, last, column, tile.numpy()
 
 
-def _scan_exact(queries: np.ndarray, corpus: np.ndarray, offset: int, k: int, chunk: int, count_above: float) -> TopK:
+class PhaseClock:
+    """Seconds spent in each phase of a scan, for `bench-scan`'s breakdown; `None` phases cost nothing."""
+
+    def __init__(self, profile: dict | None) -> None:
+        self.profile = profile
+
+    @contextlib.contextmanager
+    def __call__(self, phase: str) -> Iterator[None]:
+        if self.profile is None:
+            yield
+            return
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.profile[phase] = self.profile.get(phase, 0.0) + time.perf_counter() - start
+
+    def timed(self, phase: str, items: Iterator) -> Iterator:
+        """The items of an iterator, the time spent producing each counted in `phase`."""
+        while True:
+            with self(phase):
+                item = next(items, None)
+            if item is None:
+                return
+            yield item
+
+
+READS = "reads, casts and finiteness checks"
+
+
+def _scan_exact(
+    queries: np.ndarray,
+    corpus: np.ndarray,
+    offset: int,
+    k: int,
+    chunk: int,
+    count_above: float,
+    profile: dict | None = None,
+) -> TopK:
     """float32 products tile by tile, each screened into the running top-k right after its product,
     while still in cache. Global ids are written as they are found: no per-chunk merge."""
     from lmms_contam.corpus.screen import screen_tile
@@ -145,21 +187,32 @@ def _scan_exact(queries: np.ndarray, corpus: np.ndarray, offset: int, k: int, ch
     best = TopK.empty(len(queries), k)
     if not len(queries):
         return best
-    tiles = ProductTiles(queries)
+    tiles, clock = ProductTiles(queries), PhaseClock(profile)
     for start in range(0, len(corpus), chunk):
-        for first, last, column, tile in tiles(_finite_block(corpus, start, chunk, offset)):
-            screen_tile(
-                tile,
-                offset + start + column,
-                best.sims[first:last],
-                best.ids[first:last],
-                best.above[first:last],
-                count_above,
-            )
+        with clock(READS):
+            block = _finite_block(corpus, start, chunk, offset)
+        for first, last, column, tile in clock.timed("float32 products", tiles(block)):
+            with clock("screening"):
+                screen_tile(
+                    tile,
+                    offset + start + column,
+                    best.sims[first:last],
+                    best.ids[first:last],
+                    best.above[first:last],
+                    count_above,
+                )
     return best
 
 
-def _scan_int8(queries: np.ndarray, corpus: np.ndarray, offset: int, k: int, chunk: int, count_above: float) -> TopK:
+def _scan_int8(
+    queries: np.ndarray,
+    corpus: np.ndarray,
+    offset: int,
+    k: int,
+    chunk: int,
+    count_above: float,
+    profile: dict | None = None,
+) -> TopK:
     """Integer products tile by tile (int8.py), every entry they cannot rule out recomputed exactly."""
     from lmms_contam.corpus.int8 import Int8Tiles, quantize
     from lmms_contam.corpus.screen import screen_int8_tile
@@ -167,24 +220,31 @@ def _scan_int8(queries: np.ndarray, corpus: np.ndarray, offset: int, k: int, chu
     best = TopK.empty(len(queries), k)
     if not len(queries):
         return best
-    tiles = Int8Tiles(queries, *tile_layout(len(queries)))
+    tiles, clock = Int8Tiles(queries, *tile_layout(len(queries))), PhaseClock(profile)
+    recomputed = np.zeros(len(queries), dtype=np.int64)
     for start in range(0, len(corpus), chunk):
-        block = _finite_block(corpus, start, chunk, offset).numpy()
-        quantized = quantize(block, corpus_side=True)
-        bounds = quantized.corpus_bounds()
-        for first, last, column, tile in tiles(quantized):
-            screen_int8_tile(
-                tile,
-                bounds[:, column:],
-                offset + start + column,
-                block[column:],
-                tiles.eval_bounds[:, first:last],
-                queries[first:last],
-                best.sims[first:last],
-                best.ids[first:last],
-                best.above[first:last],
-                count_above,
-            )
+        with clock(READS):
+            block = _finite_block(corpus, start, chunk, offset).numpy()
+        with clock("quantization"):
+            quantized = quantize(block, corpus_side=True)
+            bounds = quantized.corpus_bounds()
+        for first, last, column, tile in clock.timed("integer products", tiles(quantized)):
+            with clock("screening and exact recomputation"):
+                screen_int8_tile(
+                    tile,
+                    bounds[:, column:],
+                    offset + start + column,
+                    block[column:],
+                    tiles.eval_bounds[:, first:last],
+                    queries[first:last],
+                    best.sims[first:last],
+                    best.ids[first:last],
+                    best.above[first:last],
+                    count_above,
+                    recomputed[first:last],
+                )
+    if profile is not None:
+        profile["entries recomputed exactly"] = profile.get("entries recomputed exactly", 0) + int(recomputed.sum())
     return best
 
 
@@ -224,12 +284,14 @@ def scan_matrix(
     count_above: float = 0.9,
     precision: str = "float32",
     device: str = "cpu",
+    profile: dict | None = None,
 ) -> TopK:
     """Top-k of eval_vectors (n, d) against corpus rows (m, d), whose global ids start at `offset`.
 
     `precision` int8 computes the products in 8-bit integers on the CPU (int8.py), float16/bfloat16 in
     that precision on `device` (a GPU's fast path); both recompute in float32 or better every entry that
-    could be in the top-k or above the threshold, so results stay exact.
+    could be in the top-k or above the threshold, so results stay exact. `profile`, a dict, collects the
+    seconds of each phase of the CPU scans (bench-scan's breakdown).
     """
     if eval_vectors.ndim != 2 or corpus.ndim != 2 or eval_vectors.shape[1] != corpus.shape[1]:
         raise ValueError(f"dimension mismatch: eval {eval_vectors.shape}, corpus {corpus.shape}")
@@ -242,11 +304,11 @@ def scan_matrix(
     if len(bad):
         raise ValueError(f"eval vector {bad[0]} holds NaN or infinite values")
     if precision == "float32":
-        return _scan_exact(queries, corpus, offset, k, chunk, count_above)
+        return _scan_exact(queries, corpus, offset, k, chunk, count_above, profile)
     if precision == "int8":
         if device != "cpu":
             raise ValueError(f"precision int8 runs on the CPU, not {device}; use float16 or bfloat16 there")
-        return _scan_int8(queries, corpus, offset, k, chunk, count_above)
+        return _scan_int8(queries, corpus, offset, k, chunk, count_above, profile)
     import torch
 
     reduced = torch.from_numpy(queries).to(device, getattr(torch, precision))
@@ -274,9 +336,29 @@ def load_topk(path: Path) -> TopK:
         return TopK(data["sims"], data["ids"], data["above"])
 
 
-def _scan_shard(eval_vectors: np.ndarray, job: tuple[str, int, int, int, float, str, str]) -> TopK:
-    """One shard's top-k; a module-level function so Ray workers can import it."""
-    path, offset, k, chunk, count_above, precision, device = job
+def read_ahead(path: str | Path | None) -> None:
+    """Start reading a shard file into the page cache in the background (posix_fadvise WILLNEED from a
+    thread, since the call can wait on the device queue), so its pages are there when the scan reaches them."""
+    if path is None or not hasattr(os, "posix_fadvise"):
+        return
+
+    def advise() -> None:
+        with contextlib.suppress(OSError):
+            handle = os.open(path, os.O_RDONLY)
+            try:
+                os.posix_fadvise(handle, 0, 0, os.POSIX_FADV_WILLNEED)
+            finally:
+                os.close(handle)
+
+    threading.Thread(target=advise, daemon=True).start()
+
+
+def _scan_shard(eval_vectors: np.ndarray, job: tuple) -> TopK:
+    """One shard's top-k; a module-level function so Ray workers can import it. The shard itself, and the
+    one the runner takes next, are read ahead while this one's first chunks are scanned."""
+    path, offset, k, chunk, count_above, precision, device, next_path = job
+    read_ahead(path)
+    read_ahead(next_path)
     try:
         corpus = np.load(path, mmap_mode="r", allow_pickle=False)
         return scan_matrix(eval_vectors, corpus, offset, k, chunk, count_above, precision, device)
@@ -334,8 +416,12 @@ def scan_shards(
         for name, path, offset in shards
     }
     todo = [(name, path, offset) for name, path, offset in shards if not done[name].exists()]
-    jobs = [(str(path), offset, k, chunk, count_above, precision, device) for _, path, offset in todo]
-    results = (runner or LocalRunner()).imap(_scan_shard, queries, jobs)
+    following = [*(str(path) for _, path, _ in todo[1:]), None][: len(todo)]  # what an in-process runner scans next
+    jobs = [
+        (str(path), offset, k, chunk, count_above, precision, device, next_path)
+        for (_, path, offset), next_path in zip(todo, following, strict=True)
+    ]
+    results = (runner or LocalRunner()).imap(_scan_shard, queries, jobs, labels=[name for name, _, _ in todo])
     for index, result in tqdm(results, total=len(jobs), desc="scanning shards", unit="shard", disable=len(jobs) < 2):
         save(result, done[todo[index][0]])
     total = TopK.empty(len(eval_vectors), k)

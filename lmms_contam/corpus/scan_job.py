@@ -112,7 +112,8 @@ def scan_source(
             "kind": "exact streaming scan",
             "runner": runner.name,
             "precision": precision,
-            "resubmitted_after_a_lost_worker": len(runner.resubmitted),
+            # Shards whose worker or node died mid-scan, scanned again: {"job": shard name, "lost": error}.
+            "resubmitted_after_a_lost_worker": list(runner.resubmitted),
         }
     else:
         result, mode = search_index(vectors, corpus, k, threshold, index)

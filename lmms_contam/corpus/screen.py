@@ -85,8 +85,10 @@ def screen_int8_tile(
     ids: np.ndarray,
     above: np.ndarray,
     count_above: float,
+    recomputed: np.ndarray,
 ) -> None:
-    """Offer an int8 tile to the running exact top-k, recomputing exactly every entry that might matter.
+    """Offer an int8 tile to the running exact top-k, recomputing exactly every entry that might matter
+    (counted per eval row in `recomputed`).
 
     `tile[c, r]` is corpus row c (id first_id + c, float32 `corpus_rows[c]`) against eval row r
     (`queries[r]`), from their quantized copies and before c's scale. With corpus_bounds[:, c] = (scale,
@@ -115,6 +117,7 @@ def screen_int8_tile(
             for j in range(last - first):
                 if products[j] * scale + slacks[j] * norm + norms[j] * error > floors[j]:
                     row = first + j
+                    recomputed[row] += 1
                     value = exact_cosine(queries[row], corpus_rows[c])
                     above[row] += value > count_above
                     if value > values[row, k - 1]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -27,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lmms_contam.atomic import atomic_path
 from lmms_contam.corpus import int8, scan
 
 
@@ -36,7 +38,7 @@ class Figure:
     ours: float
     baseline: float
     unit: str
-    target: float  # minimum of ours / baseline (for memory: maximum)
+    target: float | None  # minimum of ours / baseline (for memory: maximum); None: measured, not a goal
     higher_is_better: bool = True
     rounds: tuple[float, ...] = ()  # every round's ratio; ours and baseline are the median round's
 
@@ -45,7 +47,9 @@ class Figure:
         return self.ours / self.baseline
 
     @property
-    def meets_target(self) -> bool:
+    def meets_target(self) -> bool | None:
+        if self.target is None:
+            return None
         return self.ratio >= self.target if self.higher_is_better else self.ratio <= self.target
 
 
@@ -54,15 +58,80 @@ def _unit_vectors(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
     return rows / np.linalg.norm(rows, axis=1, keepdims=True)
 
 
+@dataclass(frozen=True, kw_only=True)
+class ClipLike:
+    """Unit vectors shaped like CLIP image embeddings, not spread evenly over the sphere: every vector leans on
+    one shared mean direction and on one of `clusters` centroids, so two unrelated images sit at cosine about
+    `shared`, two of one cluster at about `shared + cluster` (CLIP ViT-L/14 image pairs: roughly 0.4-0.5 and
+    0.6-0.8), and a `planted` share of the eval vectors each get `copies` near-copies in the corpus at cosines
+    spread evenly over threshold +- `band`, where the scan's exact recheck has the most to do."""
+
+    shared: float = 0.45
+    cluster: float = 0.25
+    clusters: int = 200
+    planted: float = 0.05
+    copies: int = 3
+    threshold: float = 0.9
+    band: float = 0.05
+    seed: int = 0  # of the mean and the centroids, shared by the eval set and the corpus
+
+    def directions(self, dim: int) -> tuple[np.ndarray, np.ndarray]:
+        rng = np.random.default_rng(self.seed)
+        return _unit_vectors(rng, 1, dim)[0], _unit_vectors(rng, self.clusters, dim)
+
+    def rows(self, rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
+        mean, centroids = self.directions(dim)
+        noise = 1.0 - self.shared - self.cluster
+        rows = (
+            np.sqrt(self.shared) * mean
+            + np.sqrt(self.cluster) * centroids[rng.integers(0, self.clusters, n)]
+            + np.sqrt(noise) * _unit_vectors(rng, n, dim)
+        )
+        return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+    def near_copies(self, queries: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """`copies` vectors at exact cosines spread over threshold +- band for each planted eval vector."""
+        planted = queries[: int(round(self.planted * len(queries)))]
+        source = np.repeat(planted, self.copies, axis=0)
+        cosines = rng.uniform(self.threshold - self.band, self.threshold + self.band, len(source))
+        other = _unit_vectors(rng, len(source), queries.shape[1])
+        other -= np.sum(other * source, axis=1, keepdims=True) * source  # orthogonal to its eval vector
+        other /= np.linalg.norm(other, axis=1, keepdims=True)
+        return (cosines[:, None] * source + np.sqrt(1 - cosines**2)[:, None] * other).astype(np.float32)
+
+
+VECTORS = ("random", "clip-like")
+
+
+def eval_vectors(vectors: str, n: int, dim: int) -> np.ndarray:
+    rng = np.random.default_rng(2)
+    return ClipLike().rows(rng, n, dim) if vectors == "clip-like" else _unit_vectors(rng, n, dim)
+
+
 def write_shards(
-    folder: Path, n: int, dim: int, shards: int, seed: int, dtype: str = "float16"
+    folder: Path,
+    n: int,
+    dim: int,
+    shards: int,
+    seed: int,
+    dtype: str = "float16",
+    vectors: str = "random",
+    queries: np.ndarray | None = None,
 ) -> list[tuple[str, Path, int]]:
-    """`n` random unit vectors in .npy shards of `dtype`, written a shard at a time."""
+    """`n` unit vectors (`vectors`: random, or clip-like with near-copies of `queries` planted at rows spread
+    over the corpus) in .npy shards of `dtype`, written a shard at a time."""
     rng, listed, offset = np.random.default_rng(seed), [], 0
+    model = ClipLike()
+    copies = model.near_copies(queries, rng) if vectors == "clip-like" and queries is not None else None
+    at = rng.choice(n, size=len(copies), replace=False) if copies is not None else np.empty(0, int)
     folder.mkdir(parents=True, exist_ok=True)
     for number, rows in enumerate(np.array_split(np.arange(n), shards)):
         path = folder / f"img_emb_{number}.npy"
-        np.save(path, _unit_vectors(rng, len(rows), dim).astype(dtype))
+        block = model.rows(rng, len(rows), dim) if vectors == "clip-like" else _unit_vectors(rng, len(rows), dim)
+        inside = (at >= offset) & (at < offset + len(rows))
+        if copies is not None:
+            block[at[inside] - offset] = copies[inside]
+        np.save(path, block.astype(dtype))
         listed.append((path.stem, path, offset))
         offset += len(rows)
     return listed
@@ -82,7 +151,7 @@ def _timed_rounds(*functions: Callable[[int], object], repeats: int = 5) -> list
     return [np.array(times) for times in seconds]
 
 
-def compared(name: str, ours: np.ndarray, baseline: np.ndarray, work: float, unit: str, target: float) -> Figure:
+def compared(name: str, ours: np.ndarray, baseline: np.ndarray, work: float, unit: str, target: float | None) -> Figure:
     """Throughputs (`work` / seconds) of the round whose ratio is the median of all rounds' ratios.
 
     Each side's fastest run, the usual summary of one timing, can pair moments minutes apart on a
@@ -120,19 +189,18 @@ def _tile_products(queries: np.ndarray, shards: list[np.ndarray]) -> Callable[[i
 
 
 def scan_figures(
-    n_eval: int, n_corpus: int, dim: int, shards: int, k: int, work: Path, dtype: str = "float16"
-) -> tuple[list[Figure], float]:
-    """Scans (float32, and int8 where it runs) vs bare GEMM vs faiss on the same vectors; also returns
-    the faster scan's seconds (what `scan --precision auto` runs)."""
+    queries: np.ndarray, listed: list[tuple[str, Path, int]], k: int, work: Path
+) -> tuple[list[Figure], float, ScanCheck]:
+    """Scans (float32, and int8 where it runs) vs bare GEMM vs faiss on the same vectors; also returns the
+    faster scan's seconds (what `scan --precision auto` runs) and its check against float64 brute force."""
     try:
         import faiss
     except ImportError as exc:
         raise ValueError("the faiss baseline needs faiss-cpu: pip install 'lmms-contam[scale]'") from exc
 
-    listed = write_shards(work / "corpus", n_corpus, dim, shards, seed=1, dtype=dtype)
-    queries = _unit_vectors(np.random.default_rng(2), n_eval, dim)
     shards_f32 = [np.load(path).astype(np.float32) for _, path, _ in listed]  # in RAM, untimed, for baselines
-    index = faiss.IndexFlatIP(dim)
+    n_corpus = sum(len(shard) for shard in shards_f32)
+    index = faiss.IndexFlatIP(queries.shape[1])
     for shard in shards_f32:
         index.add(shard)
     precisions = ["float32", *(["int8"] if int8.available() else [])]
@@ -148,16 +216,122 @@ def scan_figures(
                 f"{precision} scan vs matrix products alone", seconds, gemm_seconds, n_corpus, "corpus vectors/s", 0.7
             ),
             compared(
-                f"{precision} scan vs faiss IndexFlatIP", seconds, faiss_seconds, n_corpus, "corpus vectors/s", 1.0
+                f"{precision} scan vs faiss IndexFlatIP", seconds, faiss_seconds, n_corpus, "corpus vectors/s", 2.0
             ),
         ]
-    return figures, min(float(np.median(seconds)) for seconds in scan_seconds)
+    fastest = min(zip(scan_seconds, precisions, strict=True), key=lambda pair: float(np.median(pair[0])))[1]
+    check = check_scan(queries, listed, shards_f32, k, fastest)
+    return figures, min(float(np.median(seconds)) for seconds in scan_seconds), check
+
+
+@dataclass(frozen=True)
+class ScanCheck:
+    """One more scan, untimed for the ratios: its phases and its result against float64 brute force."""
+
+    precision: str
+    phases: dict[str, float]  # seconds per phase; "entries recomputed exactly" is a count
+    exact: bool
+    detail: str
+
+    def lines(self) -> list[str]:
+        timed = {phase: value for phase, value in self.phases.items() if "entries" not in phase}
+        total = sum(timed.values())
+        lines = [f"{self.precision} scan, where the time goes ({total:.2f} s in all):"]
+        lines += [f"  {phase:<40} {seconds:8.3f} s  {100 * seconds / total:5.1f}%" for phase, seconds in timed.items()]
+        lines += [f"  {phase:<40} {value:>10,}" for phase, value in self.phases.items() if "entries" in phase]
+        return [*lines, f"exact against float64 brute force: {'yes' if self.exact else 'NO'} ({self.detail})"]
+
+
+def brute_force_float64(queries: np.ndarray, shards: list[np.ndarray], k: int) -> scan.TopK:
+    """The top-k in float64, a shard at a time: the reference the scan must equal."""
+    total = scan.TopK.empty(len(queries), k)
+    reference = queries.astype(np.float64)
+    offset = 0
+    for shard in shards:
+        for start in range(0, len(reference), 512):
+            sims = reference[start : start + 512] @ shard.astype(np.float64).T
+            top = np.argsort(-sims, axis=1, kind="stable")[:, :k]
+            part = scan.TopK(
+                np.take_along_axis(sims, top, axis=1).astype(np.float32),
+                top + offset,
+                np.zeros(len(sims), dtype=np.int64),
+            )
+            rows = slice(start, start + len(sims))
+            merged = scan.merge(scan.TopK(total.sims[rows], total.ids[rows], total.above[rows]), part)
+            total.sims[rows], total.ids[rows] = merged.sims, merged.ids
+        offset += len(shard)
+    return total
+
+
+def check_scan(
+    queries: np.ndarray, listed: list[tuple[str, Path, int]], shards: list[np.ndarray], k: int, precision: str
+) -> ScanCheck:
+    """The scan's phases, and its ids and cosines against float64 brute force: every similarity within
+    1e-5, and every id the reference ranks above its k-th best by more than that found."""
+    phases: dict[str, float] = {}
+    found = scan.TopK.empty(len(queries), k)
+    for _, path, offset in listed:
+        corpus = np.load(path, mmap_mode="r", allow_pickle=False)
+        found = scan.merge(found, scan.scan_matrix(queries, corpus, offset, k, precision=precision, profile=phases))
+    truth = brute_force_float64(queries, shards, k)
+    worst = float(np.max(np.abs(found.sims - truth.sims)))
+    clear = truth.sims > truth.sims[:, -1:] + 1e-5
+    missed = sum(len(set(truth.ids[r][clear[r]]) - set(found.ids[r])) for r in range(len(queries)))
+    detail = f"largest cosine difference {worst:.2e}, {missed} id(s) missed of {int(clear.sum())} clear of ties"
+    return ScanCheck(precision=precision, phases=phases, exact=worst <= 1e-5 and missed == 0, detail=detail)
 
 
 def _scan(
     queries: np.ndarray, listed: list[tuple[str, Path, int]], k: int, work: Path, precision: str
 ) -> Callable[[int], object]:
     return lambda run: scan.scan_shards(queries, listed, work / f"run{run}", k=k, precision=precision)
+
+
+def evict(paths: list[Path]) -> None:
+    """Drop the files' pages from the page cache (written back first), so the next read comes from the disk."""
+    for path in paths:
+        handle = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(handle)
+            os.posix_fadvise(handle, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(handle)
+
+
+def _read_plainly(paths: list[Path]) -> None:
+    for path in paths:
+        with open(path, "rb", buffering=0) as handle:
+            while handle.read(8 << 20):
+                pass
+
+
+def io_figures(
+    queries: np.ndarray, listed: list[tuple[str, Path, int]], k: int, precision: str, work: Path, repeats: int = 3
+) -> list[Figure]:
+    """The scan with the shards' pages evicted first against the same scan with them cached, and the read rate
+    the cold scan achieved against a plain sequential read of the same files evicted the same way (a `dd`)."""
+    paths = [path for _, path, _ in listed]
+    megabytes = sum(path.stat().st_size for path in paths) / 1e6
+    cold, warm, plain = [], [], []
+    for run in range(repeats):
+        for seconds, before, function in (
+            (plain, True, lambda _: _read_plainly(paths)),
+            (cold, True, _scan(queries, listed, k, work / "cold", precision)),
+            (warm, False, _scan(queries, listed, k, work / "warm", precision)),
+        ):
+            if before:
+                evict(paths)
+            start = time.perf_counter()
+            function(run)
+            seconds.append(time.perf_counter() - start)
+    cold, warm, plain = np.array(cold), np.array(warm), np.array(plain)
+    n_corpus = listed[-1][2] + len(np.load(paths[-1], mmap_mode="r"))
+    return [
+        compared(
+            "cold scan (shard pages evicted first) vs warm scan", cold, warm, n_corpus, "corpus vectors/s", 1 / 1.1
+        ),
+        compared("read rate of the cold scan vs a plain sequential read", cold, plain, megabytes, "MB/s", None),
+    ]
 
 
 def _photos(n: int) -> list[bytes]:
@@ -225,23 +399,24 @@ def embedding_figures(
     ]
 
 
-def peak_memory_kib(n_eval: int, corpus: Path, dim: int, k: int) -> int:
+def peak_memory_kib(n_eval: int, corpus: Path, dim: int, k: int, precision: str = "float32") -> int:
     """Peak RSS of a fresh process scanning the shards in `corpus` (KiB, as getrusage reports it)."""
     code = (
         "import json, resource, sys\nimport numpy as np\nfrom pathlib import Path\n"
         "from lmms_contam.corpus import scan\n"
         "n_eval, folder, dim, k = int(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])\n"
+        "precision = sys.argv[5]\n"
         "listed, offset = [], 0\n"
         "for path in sorted(folder.glob('img_emb_*.npy'), key=lambda p: int(p.stem.split('_')[-1])):\n"
         "    rows = len(np.load(path, mmap_mode='r'))\n"
         "    listed.append((path.stem, path, offset))\n"
         "    offset += rows\n"
         "queries = np.random.default_rng(2).standard_normal((n_eval, dim)).astype(np.float32)\n"
-        "scan.scan_shards(queries, listed, folder / 'work', k=k)\n"
+        "scan.scan_shards(queries, listed, folder / 'work', k=k, precision=precision)\n"
         "print(json.dumps(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code, str(n_eval), str(corpus), str(dim), str(k)],
+        [sys.executable, "-c", code, str(n_eval), str(corpus), str(dim), str(k), precision],
         capture_output=True,
         text=True,
         check=True,
@@ -265,16 +440,142 @@ def memory_figure(n_eval: int, n_corpus: int, dim: int, k: int, work: Path) -> F
     )
 
 
+@dataclass(frozen=True)
+class Measured:
+    figures: list[Figure]
+    check: ScanCheck
+
+
 def measure(
-    n_eval: int, n_corpus: int, dim: int, shards: int, k: int, n_images: int, embedder, dtype: str = "float16"
-) -> list[Figure]:
+    n_eval: int,
+    n_corpus: int,
+    dim: int,
+    shards: int,
+    k: int,
+    n_images: int,
+    embedder,
+    dtype: str = "float16",
+    vectors: str = "random",
+) -> Measured:
     """Every figure; `dtype` is how the corpus shards are stored (float16 as LAION's, or float32)."""
     with tempfile.TemporaryDirectory(prefix="lmms-contam-bench-") as folder:
         work = Path(folder)
-        figures, scan_seconds = scan_figures(n_eval, n_corpus, dim, shards, k, work, dtype)
+        queries = eval_vectors(vectors, n_eval, dim)
+        listed = write_shards(
+            work / "corpus", n_corpus, dim, shards, seed=1, dtype=dtype, vectors=vectors, queries=queries
+        )
+        figures, scan_seconds, check = scan_figures(queries, listed, k, work)
+        figures += io_figures(queries, listed, k, check.precision, work)
         figures += embedding_figures(embedder, n_images, n_eval, n_corpus, scan_seconds, work)
         figures.append(memory_figure(n_eval, n_corpus, dim, k, work))
-    return figures
+    return Measured(figures=figures, check=check)
+
+
+@dataclass(frozen=True)
+class GrowthPoint:
+    axis: str  # "corpus" or "eval": which one grew
+    scale: int
+    n_eval: int
+    n_corpus: int
+    seconds: float  # median of the rounds
+    peak_mib: float  # peak RSS of a fresh process running the same scan
+
+
+SCALES = (1, 2, 4)
+
+
+def growth(
+    n_eval: int, n_corpus: int, dim: int, shards: int, k: int, work: Path, vectors: str = "random", repeats: int = 3
+) -> list[GrowthPoint]:
+    """The scan at 1x, 2x and 4x the corpus (more shards of the same size) and 1x, 2x and 4x the eval set, the
+    sizes of one axis taking turns in every round; peak memory of each from a fresh process."""
+    precision = scan.resolve_precision("auto", "cpu")
+    queries = {scale: eval_vectors(vectors, scale * n_eval, dim) for scale in SCALES}
+    corpora = {
+        scale: write_shards(
+            work / f"corpus{scale}",
+            scale * n_corpus,
+            dim,
+            scale * shards,
+            seed=scale,
+            vectors=vectors,
+            queries=queries[1],
+        )
+        for scale in SCALES
+    }
+    points = []
+    for axis in ("corpus", "eval"):
+        sized = [(queries[1], corpora[s]) if axis == "corpus" else (queries[s], corpora[1]) for s in SCALES]
+        seconds = _timed_rounds(
+            *[
+                _scan(q, listed, k, work / f"{axis}{s}", precision)
+                for (q, listed), s in zip(sized, SCALES, strict=True)
+            ],
+            repeats=repeats,
+        )
+        for scale, (q, listed), times in zip(SCALES, sized, seconds, strict=True):
+            peak = peak_memory_kib(len(q), listed[0][1].parent, dim, k, precision) / 1024
+            n = listed[-1][2] + len(np.load(listed[-1][1], mmap_mode="r"))
+            points.append(
+                GrowthPoint(
+                    axis=axis, scale=scale, n_eval=len(q), n_corpus=n, seconds=float(np.median(times)), peak_mib=peak
+                )
+            )
+    return points
+
+
+def exponents(points: list[GrowthPoint]) -> dict[str, float]:
+    """Per axis, the slope of log(seconds) on log(size): 1.0 is linear growth."""
+    slopes = {}
+    for axis in ("corpus", "eval"):
+        along = [p for p in points if p.axis == axis]
+        slopes[axis] = float(np.polyfit(np.log([p.scale for p in along]), np.log([p.seconds for p in along]), 1)[0])
+    return slopes
+
+
+def growth_table(points: list[GrowthPoint]) -> str:
+    lines = [f"{'grown':<8} {'scale':>5} {'eval':>8} {'corpus':>10} {'seconds':>9} {'peak MiB':>9}"]
+    lines += [
+        f"{p.axis:<8} {p.scale:>5} {p.n_eval:>8} {p.n_corpus:>10} {p.seconds:>9.3f} {p.peak_mib:>9.1f}" for p in points
+    ]
+    slopes = exponents(points)
+    flat = max(p.peak_mib for p in points if p.axis == "corpus") / min(p.peak_mib for p in points if p.axis == "corpus")
+    lines.append(
+        "time grows as size^e: "
+        + ", ".join(
+            f"{axis} e = {slope:.2f} ({'within' if abs(slope - 1) <= 0.1 else 'OUTSIDE'} 10% of 1)"
+            for axis, slope in slopes.items()
+        )
+        + f"; peak memory, 4x corpus / 1x: {flat:.2f}"
+    )
+    return "\n".join(lines)
+
+
+def plot_growth(points: list[GrowthPoint], path: Path) -> None:
+    """Seconds and peak memory against the scale of each axis, on log-log axes beside a linear guide."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (time_axes, memory_axes) = plt.subplots(1, 2, figsize=(9, 3.6))
+    for axis, marker in (("corpus", "o"), ("eval", "s")):
+        along = [p for p in points if p.axis == axis]
+        scales = [p.scale for p in along]
+        time_axes.loglog(scales, [p.seconds for p in along], marker=marker, label=f"{axis} grown")
+        memory_axes.semilogx(scales, [p.peak_mib for p in along], marker=marker, label=f"{axis} grown")
+        first = along[0].seconds
+        time_axes.loglog(scales, [first * s for s in scales], linestyle=":", color="grey")
+    time_axes.set(xlabel="size (x the smallest)", ylabel="scan seconds", title="time (dotted: linear)")
+    memory_axes.set(xlabel="size (x the smallest)", ylabel="peak RSS (MiB)", title="memory", ylim=(0, None))
+    for axes in (time_axes, memory_axes):
+        axes.set_xticks(list(SCALES), [f"{s}x" for s in SCALES])
+        axes.legend()
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        figure.savefig(tmp, format="png", dpi=120)
+    plt.close(figure)
 
 
 def table(figures: list[Figure]) -> str:
@@ -282,20 +583,25 @@ def table(figures: list[Figure]) -> str:
     for f in figures:
         sign = ">=" if f.higher_is_better else "<="
         verdict = "met" if f.meets_target else "NOT met"
+        goal = "(measured)" if f.target is None else f"{sign} {f.target:g} ({verdict})"
         spread = f"{min(f.rounds):.3g}-{max(f.rounds):.3g}" if f.rounds else ""
-        lines.append(
-            f"{f.name:<72} {f.ours:>12.4g} {f.baseline:>12.4g} {f.ratio:>7.3g} {spread:>11}  {sign} "
-            f"{f.target:g} ({verdict})  {f.unit}"
-        )
+        lines.append(f"{f.name:<72} {f.ours:>12.4g} {f.baseline:>12.4g} {f.ratio:>7.3g} {spread:>11}  {goal}  {f.unit}")
     return "\n".join(lines)
 
 
-def as_json(figures: list[Figure], settings: dict) -> str:
+def as_json(figures: list[Figure], settings: dict, check: ScanCheck) -> str:
     return json.dumps(
         {
             "settings": settings,
             "peak_rss_kib_of_this_process": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
             "figures": [{**f.__dict__, "ratio": f.ratio, "meets_target": f.meets_target} for f in figures],
+            "check": check.__dict__,
         },
         indent=2,
+    )
+
+
+def growth_json(points: list[GrowthPoint], settings: dict) -> str:
+    return json.dumps(
+        {"settings": settings, "points": [p.__dict__ for p in points], "exponents": exponents(points)}, indent=2
     )

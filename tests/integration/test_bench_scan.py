@@ -14,21 +14,45 @@ from lmms_contam.corpus.int8 import available
 
 def test_bench_reports_every_figure_against_its_baseline(tmp_path):
     command = [sys.executable, "-m", "lmms_contam.cli", "bench-scan", "--eval", "200", "--corpus", "20000",
-               "--dim", "128", "--images", "8", "--json", str(tmp_path / "bench.json")]  # fmt: skip
+               "--dim", "128", "--images", "8", "--vectors", "clip-like",
+               "--json", str(tmp_path / "bench.json")]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
-    figures = {f["name"].split(" (")[0]: f for f in json.loads((tmp_path / "bench.json").read_text())["figures"]}
+    written = json.loads((tmp_path / "bench.json").read_text())
+    figures = {f["name"].split(" (")[0]: f for f in written["figures"]}
     scans = [f"{precision} scan vs {baseline}" for precision in ["float32", *(["int8"] if available() else [])]
              for baseline in ["matrix products alone", "faiss IndexFlatIP"]]  # fmt: skip
-    assert set(figures) == {*scans, "embedding pipeline vs forward alone", "embed once + scan vs per-pair recipe",
+    io = ["cold scan", "read rate of the cold scan vs a plain sequential read"]
+    assert set(figures) == {*scans, *io, "embedding pipeline vs forward alone", "embed once + scan vs per-pair recipe",
                             "peak memory, 4x corpus vs 1x"}  # fmt: skip
     for figure in figures.values():
         assert figure["ours"] > 0 and figure["baseline"] > 0
         assert figure["ratio"] == pytest.approx(figure["ours"] / figure["baseline"])
         if not figure["name"].startswith(("embed once", "peak memory")):
-            assert len(figure["rounds"]) == 5 and figure["ratio"] == pytest.approx(np.median(figure["rounds"]))
+            rounds = 3 if figure["name"].startswith(("cold", "read rate")) else 5
+            assert len(figure["rounds"]) == rounds and figure["ratio"] == pytest.approx(np.median(figure["rounds"]))
         assert figure["name"] in done.stdout
     # Properties that hold at any size: embedding each image once beats embedding every pair, and
     # memory-mapped shards keep the peak flat when the corpus grows.
     assert figures["embed once + scan vs per-pair recipe"]["ratio"] > 10
     assert figures["peak memory, 4x corpus vs 1x"]["ratio"] < 1.3
+    # The scan's result equals float64 brute force on clip-like vectors, and its time is broken down by phase.
+    assert written["check"]["exact"] and written["settings"]["vectors"] == "clip-like"
+    assert "exact against float64 brute force: yes" in done.stdout and "where the time goes" in done.stdout
+    assert figures["read rate of the cold scan vs a plain sequential read"]["target"] is None
+
+
+def test_growth_mode_times_each_size_and_draws_them(tmp_path):
+    command = [sys.executable, "-m", "lmms_contam.cli", "bench-scan", "--growth", "--eval", "100", "--corpus", "4000",
+               "--dim", "64", "--shards", "2", "--plot", str(tmp_path / "growth.png"), "--json",
+               str(tmp_path / "growth.json")]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    written = json.loads((tmp_path / "growth.json").read_text())
+    sizes = [(p["axis"], p["n_eval"], p["n_corpus"]) for p in written["points"]]
+    assert sizes == [("corpus", 100, 4000 * s) for s in (1, 2, 4)] + [("eval", 100 * s, 4000) for s in (1, 2, 4)]
+    assert all(p["seconds"] > 0 and p["peak_mib"] > 0 for p in written["points"])
+    assert set(written["exponents"]) == {"corpus", "eval"} and "time grows as size^e" in done.stdout
+    corpus_peaks = [p["peak_mib"] for p in written["points"] if p["axis"] == "corpus"]
+    assert max(corpus_peaks) / min(corpus_peaks) < 1.3  # memory-mapped shards: flat in the corpus size
+    assert (tmp_path / "growth.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

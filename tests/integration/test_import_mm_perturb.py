@@ -101,7 +101,7 @@ def test_the_real_release_tsvs_parse_with_their_quirks(name, rows, empty_d, not_
 
 def test_realworldqa_open_ended_items_become_multiple_choice_like_the_release(tmp_path):
     """The authors turned open-ended RealWorldQA items into options; the original answer maps to a letter."""
-    from fixtures import realworldqa_rows
+    from helpers.fixtures import realworldqa_rows
 
     mc = realworldqa_rows(real_photos(), n=2)
     photo = mc[0]["original_image"]

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from dataclasses import asdict
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -18,7 +25,11 @@ import ray
 from helpers.benchmark_copies import write_corpus_folder
 from helpers.benchmark_fixtures import write_benchmark_copies
 from helpers.corpora import corpus_files, write_folder
+from helpers.datacomp import unit, write_shard
+from helpers.fixtures import real_photos
+from PIL import Image
 
+from lmms_contam.corpus.datacomp import import_datacomp
 from lmms_contam.corpus.embed import EfficientNetLite0Embedder
 from lmms_contam.corpus.embedder_configs import embedder_config
 from lmms_contam.corpus.ingest import embed_corpus, records
@@ -92,7 +103,7 @@ def test_scan_command_with_ray_writes_what_the_in_process_scan_writes(tmp_path):
         outputs[name] = pd.read_parquet(tmp_path / name / "mmstar.matches.parquet")
     summary = json.loads((tmp_path / "ray" / "mmstar.summary.json").read_text())
     assert summary["mode"]["runner"].startswith("Ray") and summary["image_only_rate"] == 0.5
-    assert summary["mode"]["resubmitted_after_a_lost_worker"] == 0
+    assert summary["mode"]["resubmitted_after_a_lost_worker"] == []
     local, on_ray = outputs["local"], outputs["ray"]
     assert local["original_id"].tolist() == on_ray["original_id"].tolist()
     assert local["top_ids"].map(list).tolist() == on_ray["top_ids"].map(list).tolist()
@@ -155,3 +166,136 @@ def test_a_job_whose_worker_is_killed_is_submitted_again_and_recorded(cluster):
     assert [entry["lost"] for entry in cluster.resubmitted] == ["WorkerCrashedError"]
     dict(cluster.imap(lambda shared, job: job, None, [1]))  # the next scan starts its own count
     assert cluster.resubmitted == []
+
+
+RAY_NO_AUTH = {"RAY_AUTH_MODE": "disabled"}
+
+
+def _free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    for handle in sockets:
+        handle.bind(("127.0.0.1", 0))
+    ports = [handle.getsockname()[1] for handle in sockets]
+    for handle in sockets:
+        handle.close()
+    return ports
+
+
+def _node_ports() -> list[str]:
+    """Ports a node would otherwise take at their fixed defaults: several nodes share this machine."""
+    names = ("node-manager", "object-manager", "dashboard-agent-listen", "dashboard-agent-grpc", "runtime-env-agent",
+             "metrics-export")  # fmt: skip
+    return [f"--{name}-port={port}" for name, port in zip(names, _free_ports(len(names)), strict=True)]
+
+
+@pytest.fixture
+def two_node_cluster():
+    """A head with no CPUs of its own and two worker nodes of one CPU each: three `ray start --block` processes
+    on this machine, so every scan task runs on a worker node. Yields the head's address. Its files (and the
+    address file a bare `ray.init()` would join) stay in a folder of its own, removed afterwards."""
+    ray_cli = str(Path(sys.executable).parent / "ray")
+    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths must fit in 107 bytes
+    (gcs,) = _free_ports(1)
+    # A cluster on 127.0.0.1 for the test alone: no token (`ray start --head` turns token auth on by default).
+    env = {**os.environ, **RAY_NO_AUTH}
+    common = ["start", "--block", "--disable-usage-stats", f"--temp-dir={temp}", "--object-store-memory=100000000"]
+    head = [*common, "--head", f"--port={gcs}", "--num-cpus=0", "--num-gpus=0", "--include-dashboard=false"]
+    head += _node_ports()
+    nodes = [subprocess.Popen([ray_cli, *head], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)]
+    address = f"127.0.0.1:{gcs}"
+    for _ in range(120):  # the head's GCS answers within a minute
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", gcs), timeout=1):
+            break
+        time.sleep(0.5)
+    else:
+        nodes[0].kill()
+        raise RuntimeError(f"the Ray head did not answer at {address} within a minute")
+    for _ in range(2):
+        worker = [*common, f"--address={address}", "--num-cpus=1", "--num-gpus=0", *_node_ports()]
+        nodes.append(
+            subprocess.Popen([ray_cli, *worker], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        )
+    yield address
+    for node in reversed(nodes):  # `ray start --block` stops its node's processes when terminated
+        node.terminate()
+    for node in nodes:
+        try:
+            node.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            node.kill()
+    shutil.rmtree(temp, ignore_errors=True)
+
+
+def _kill_a_worker_mid_job(title: str, done: threading.Event, killed: list[int]) -> None:
+    """SIGKILL a worker process while it executes the job `ray::<function>`: it is stopped first and killed only
+    if its title still names the job, so the kill lands mid-job and never between two jobs."""
+    while not done.is_set():
+        for process in psutil.process_iter(["pid", "cmdline"]):
+            if title not in " ".join(process.info["cmdline"] or []):
+                continue
+            with contextlib.suppress(ProcessLookupError, psutil.NoSuchProcess):
+                os.kill(process.info["pid"], signal.SIGSTOP)
+                if title in " ".join(psutil.Process(process.info["pid"]).cmdline()):
+                    os.kill(process.info["pid"], signal.SIGKILL)
+                    killed.append(process.info["pid"])
+                    return
+                os.kill(process.info["pid"], signal.SIGCONT)
+        time.sleep(0.002)
+
+
+def test_a_scan_on_two_nodes_that_loses_a_worker_gives_the_undisturbed_answer(two_node_cluster, tmp_path):
+    """`lmms-contam scan --ray ADDRESS` on a cluster of two worker nodes, once undisturbed and once with a worker
+    killed mid-shard: the same matches, ids and similarities, every shard's result saved once, and the summary
+    names the shard that was scanned again."""
+    photos = real_photos()[:12]
+    eval_folder = tmp_path / "eval"
+    eval_folder.mkdir()
+    for number, photo in enumerate(photos):
+        (eval_folder / f"photo{number:02d}.png").write_bytes(photo)
+    embedder = embedder_config("pixels").build()
+    planted = embedder.embed([Image.open(io.BytesIO(photo)) for photo in photos[:4]])
+    rng = np.random.default_rng(7)
+    release = tmp_path / "datacomp"
+    release.mkdir()
+    for number in range(8):  # copies of photos 0-3 in shards 1, 3, 5 and 6
+        vectors = unit(rng.normal(size=(500, planted.shape[1])))
+        if number in (1, 3, 5, 6):
+            vectors[100 + number] = planted[(1, 3, 5, 6).index(number)]
+        write_shard(
+            release, f"{number:08d}", vectors.astype(np.float16), [f"shard {number} row {i}" for i in range(500)]
+        )
+    (tmp_path / "recipe.json").write_text(json.dumps(asdict(embedder.recipe)))
+    import_datacomp(release, tmp_path / "corpus", tmp_path / "recipe.json")
+
+    def scan(out: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "lmms_contam.cli", "scan", "--eval-folder", str(eval_folder), "--corpus",
+                   str(tmp_path / "corpus"), "--embedder", "pixels", "--out", str(tmp_path / out), "--ray",
+                   two_node_cluster]  # fmt: skip
+        return subprocess.run(command, capture_output=True, text=True, timeout=300, env={**os.environ, **RAY_NO_AUTH})
+
+    undisturbed = scan("undisturbed")
+    assert undisturbed.returncode == 0, undisturbed.stderr[-3000:]
+    done, killed = threading.Event(), []
+    killer = threading.Thread(target=_kill_a_worker_mid_job, args=("ray::_scan_shard", done, killed))
+    killer.start()
+    disturbed = scan("disturbed")
+    done.set()
+    killer.join()
+    assert disturbed.returncode == 0, disturbed.stderr[-3000:]
+    assert len(killed) == 1, "no worker was caught running a shard"
+    (name,) = [p.name for p in (tmp_path / "undisturbed").glob("*.matches.parquet")]
+    before, after = (pd.read_parquet(tmp_path / run / name) for run in ("undisturbed", "disturbed"))
+    assert after["original_id"].tolist() == before["original_id"].tolist()
+    assert after["top_ids"].map(list).tolist() == before["top_ids"].map(list).tolist()
+    assert np.array_equal(np.stack(after["top_similarities"]), np.stack(before["top_similarities"]))
+    assert [ids[0] for ids in before["top_ids"][:4]] == [1 * 500 + 101, 3 * 500 + 103, 5 * 500 + 105, 6 * 500 + 106]
+    for run in ("undisturbed", "disturbed"):  # one saved result per shard: none counted twice, none missed
+        saved = sorted(p.name.split(".")[0] for p in (tmp_path / run).rglob("*.topk.npz"))
+        assert saved == [f"img_emb_{number}" for number in range(8)], run
+    summaries = [
+        json.loads(next((tmp_path / run).glob("*.summary.json")).read_text()) for run in ("undisturbed", "disturbed")
+    ]
+    assert summaries[0]["image_only_rate"] == summaries[1]["image_only_rate"] == 4 / 12
+    assert summaries[0]["mode"]["resubmitted_after_a_lost_worker"] == []
+    (lost,) = summaries[1]["mode"]["resubmitted_after_a_lost_worker"]
+    assert lost["lost"] == "WorkerCrashedError" and lost["job"] in {f"img_emb_{number}" for number in range(8)}

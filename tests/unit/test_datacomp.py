@@ -11,22 +11,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from helpers.datacomp import unit, write_shard
 
 from lmms_contam.corpus.embed import Recipe
 from lmms_contam.corpus.scan import scan_shards
 from lmms_contam.corpus.shards import lookup, open_corpus
 
 RECIPE = Recipe("open_clip", "ViT-L-14", "openai", "DataComp's 224 px resize", "float16")
-
-
-def unit(rows: np.ndarray) -> np.ndarray:
-    return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
-
-
-def write_shard(folder, name: str, l14: np.ndarray, texts: list[str]) -> None:
-    np.savez(folder / f"{name}.npz", l14_img=l14, b32_img=unit(np.ones((len(l14), 8))))
-    pq.write_table(pa.table({"uid": [f"{name}-{i}" for i in range(len(l14))], "url": [f"http://x/{name}/{i}"
-                             for i in range(len(l14))], "text": texts}), folder / f"{name}.parquet")  # fmt: skip
 
 
 def run(*args: str) -> subprocess.CompletedProcess:

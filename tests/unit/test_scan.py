@@ -79,9 +79,9 @@ class CountingRunner(LocalRunner):
     def __init__(self) -> None:
         self.scanned: list[str] = []
 
-    def imap(self, function, shared, jobs):
+    def imap(self, function, shared, jobs, labels=None):
         self.scanned += [Path(job[0]).name for job in jobs]
-        return super().imap(function, shared, jobs)
+        return super().imap(function, shared, jobs, labels)
 
 
 def test_one_shard_equals_ten_and_a_rerun_reads_saved_results(vectors, tmp_path):

@@ -3,8 +3,23 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from lmms_contam.corpus.speed import _timed_rounds, compared
+from lmms_contam.corpus.scan import READS
+from lmms_contam.corpus.speed import (
+    SCALES,
+    ClipLike,
+    GrowthPoint,
+    _timed_rounds,
+    brute_force_float64,
+    check_scan,
+    compared,
+    eval_vectors,
+    evict,
+    exponents,
+    growth_table,
+    write_shards,
+)
 
 
 def test_sides_take_turns_in_alternating_order():
@@ -20,3 +35,52 @@ def test_a_figure_is_its_median_round():
     assert (figure.ours, figure.baseline, figure.ratio) == (5.0, 5.0, 1.0)
     assert figure.rounds == (2.0, 1.0, 0.5)
     assert figure.meets_target
+
+
+def test_clip_like_vectors_share_a_direction_cluster_and_hold_near_copies_around_the_threshold(tmp_path):
+    model, rng = ClipLike(), np.random.default_rng(0)
+    rows = model.rows(rng, 2000, 256)
+    assert np.allclose(np.linalg.norm(rows, axis=1), 1, atol=1e-5)
+    cosines = rows[:1000] @ rows[1000:].T
+    # Unrelated pairs sit near `shared`, pairs of one cluster near `shared + cluster` (the noise is nearly
+    # orthogonal in 256 dimensions): a mixture whose low mode is the shared mean.
+    assert abs(np.median(cosines) - model.shared) < 0.05
+    assert abs(np.quantile(cosines, 0.9999) - (model.shared + model.cluster)) < 0.1
+    queries = eval_vectors("clip-like", 200, 256)
+    copies = model.near_copies(queries, rng)
+    assert len(copies) == round(model.planted * 200) * model.copies
+    made = np.sum(copies * np.repeat(queries[: len(copies) // model.copies], model.copies, axis=0), axis=1)
+    assert (made >= model.threshold - model.band - 1e-5).all() and (made <= model.threshold + model.band + 1e-5).all()
+    listed = write_shards(tmp_path, 3000, 256, 3, seed=1, dtype="float32", vectors="clip-like", queries=queries)
+    corpus = np.concatenate([np.load(path) for _, path, _ in listed])
+    best = (queries[:10] @ corpus.T).max(axis=1)  # the planted eval vectors find their near-copies
+    assert (best > model.threshold - model.band - 1e-3).all()
+
+
+def test_the_scan_check_equals_float64_brute_force_and_catches_a_wrong_answer(tmp_path):
+    queries = eval_vectors("clip-like", 40, 64)
+    listed = write_shards(tmp_path, 2000, 64, 2, seed=3, dtype="float32", vectors="clip-like", queries=queries)
+    shards = [np.load(path) for _, path, _ in listed]
+    truth = brute_force_float64(queries, shards, 5)
+    everything = np.concatenate(shards).astype(np.float64)
+    direct = np.sort(queries.astype(np.float64) @ everything.T, axis=1)[:, ::-1][:, :5]
+    np.testing.assert_allclose(truth.sims, direct, atol=1e-6)
+    check = check_scan(queries, listed, shards, 5, "float32")
+    assert check.exact and "0 id(s) missed" in check.detail
+    assert {"float32 products", "screening", READS} <= set(check.phases)
+    assert any("where the time goes" in line for line in check.lines())
+
+
+def test_growth_exponents_read_the_slope_of_time_on_size():
+    points = [GrowthPoint("corpus", s, 10, 100 * s, 0.5 * s, 50.0) for s in SCALES]
+    points += [GrowthPoint("eval", s, 10 * s, 100, 0.5 * s**2, 50.0 * s) for s in SCALES]
+    slopes = exponents(points)
+    assert slopes["corpus"] == pytest.approx(1.0) and slopes["eval"] == pytest.approx(2.0)
+    assert "eval e = 2.00 (OUTSIDE 10% of 1)" in growth_table(points)
+
+
+def test_evicted_pages_are_read_again_and_the_files_are_unchanged(tmp_path):
+    path = tmp_path / "shard.npy"
+    np.save(path, np.arange(1000, dtype=np.float32))
+    evict([path])
+    assert np.load(path)[-1] == 999
