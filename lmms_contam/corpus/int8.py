@@ -1,19 +1,24 @@
 """The CPU scan's fast products: 8-bit integers through oneDNN, with a rigorous error bound per entry.
 
-A CPU without fast float16 multiplies 8-bit integers several times faster than float32. Each vector
-is quantized on its own scale and the distance of its quantized copy x' from it is kept, so every
+A CPU without fast float16 multiplies 8-bit integers several times faster than float32. Both sides are
+first centred on the eval rows' mean (CLIP embeddings share a direction, so the centred vectors are
+shorter and quantize finer; the offsets this takes out are added back exactly), then each vector is
+quantized on its own scale and the distance of its quantized copy x' from it is kept, so every
 product's error is bounded: |x'.y' - x.y| <= |x' - x| |y'| + |x| |y' - y|. Entries that could be
 within that bound of their row's k-th best or of the counting threshold are recomputed from the
 float32 vectors (screen.screen_int8_tile): the results are the exact scan's.
 
 The integer products themselves must be exact. oneDNN is given the quantized values as they are
-(activation scale 1, no re-quantization), and the corpus side uses 7 bits (values 1-127 around a
-zero point of 64) so that no pair of products overflows the int16 sums of CPUs without VNNI. The
-first tile of every scan is compared with an integer product computed here, and a mismatch stops it.
+(activation scale 1, no re-quantization). The corpus side uses 8 bits (1-255 around a zero point of
+128) where a probe at the scan's tile shape shows the products exact at the extreme levels (CPUs with
+VNNI sum in int32), else 7 bits (1-127 around 64), so that no pair of products overflows the int16
+sums of CPUs without it. The first tile of every scan is compared with an integer product computed
+here, and a mismatch stops it.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -21,14 +26,15 @@ import numba
 import numpy as np
 
 EVAL_LEVELS = 127  # int8 weights in [-127, 127]
-CORPUS_LEVELS = 63  # uint8 activations in [1, 127] around ZERO_POINT
-ZERO_POINT = 64
-ROUNDING_SLACK = 2.0**-18  # times |x'| |y'|: float32 scaling of the integer products, float64 re-check sums
+NARROW = (63, 64)  # corpus levels and zero point without VNNI: uint8 in [1, 127], no int16 pair sum overflows
+WIDE = (127, 128)  # with VNNI, which sums in int32: uint8 in [1, 255], twice as fine
+ROUNDING_SLACK = 2.0**-18  # times the terms' magnitudes: float32 scaling and sums of the products, float64 re-checks
 
 
-@numba.njit(nogil=True, parallel=True, cache=True)
+@numba.njit(nogil=True, parallel=True, cache=True, fastmath={"reassoc", "contract"})
 def _quantize(
     rows: np.ndarray,
+    centre: np.ndarray,
     levels: int,
     shift: int,
     out: np.ndarray,
@@ -36,58 +42,84 @@ def _quantize(
     errors: np.ndarray,
     norms: np.ndarray,
     quantized_norms: np.ndarray,
+    offsets: np.ndarray,
 ) -> None:
-    """Row i to round(x / s) + shift with s = max |x| / levels; keeps s, |q s - x|, |x| and |q s|."""
+    """Row i minus the centre c to round((x - c) / s) + shift with s = max |x - c| / levels; keeps s,
+    |q s - (x - c)|, |x - c|, |q s| and x.c. Differences of float32 values are exact in float64."""
     for i in numba.prange(rows.shape[0]):
         peak = 0.0
         for j in range(rows.shape[1]):
-            peak = max(peak, abs(np.float64(rows[i, j])))
+            peak = max(peak, abs(np.float64(rows[i, j]) - np.float64(centre[j])))
         scale = np.float32(peak / levels)
-        if scale == 0:  # a zero row, or one too small for a float32 scale: all levels 0, its error exact
+        if scale == 0:  # a row equal to the centre, or too close for a float32 scale: all levels 0, its error exact
             scale = np.float32(1.0)
-        error, norm, quantized_norm = 0.0, 0.0, 0.0
+        step, inverse = np.float64(scale), 1.0 / np.float64(scale)  # any level is sound: its error is measured
+        error, norm, quantized_norm, offset = 0.0, 0.0, 0.0, 0.0
         for j in range(rows.shape[1]):
-            value = np.float64(rows[i, j])
-            level = min(max(np.rint(value / scale), -levels), levels)
+            value = np.float64(rows[i, j]) - np.float64(centre[j])
+            level = min(max(np.rint(value * inverse), -levels), levels)
             out[i, j] = level + shift
-            dequantized = level * np.float64(scale)
+            dequantized = level * step
             error += (dequantized - value) ** 2
             norm += value * value
             quantized_norm += dequantized * dequantized
+            offset += np.float64(rows[i, j]) * np.float64(centre[j])
         scales[i] = scale
         errors[i], norms[i], quantized_norms[i] = np.sqrt(error), np.sqrt(norm), np.sqrt(quantized_norm)
+        offsets[i] = offset
 
 
 @dataclass(frozen=True)
 class Quantized:
-    """Rows as integers on per-row scales, with what the error bound needs."""
+    """Rows minus a shared centre c, as integers on per-row scales, with what the error bound needs.
 
-    levels: np.ndarray  # (n, d) int8, or uint8 shifted by ZERO_POINT
-    scales: np.ndarray  # (n,) float32: row i is about levels[i] * scales[i]
-    errors: np.ndarray  # (n,) |dequantized - original|
-    norms: np.ndarray  # (n,) |original|
+    x.y = (x - c).(y - c) + x.c + y.c - c.c: the integer product approximates the first term, on vectors
+    shorter than x and y when c is their common direction (CLIP embeddings share one), so the bound is
+    tighter and fewer entries need the exact re-check.
+    """
+
+    levels: np.ndarray  # (n, d) int8, or uint8 shifted by the zero point
+    scales: np.ndarray  # (n,) float32: row i - c is about levels[i] * scales[i]
+    errors: np.ndarray  # (n,) |dequantized - (original - c)|
+    norms: np.ndarray  # (n,) |original - c|
     quantized_norms: np.ndarray  # (n,) |dequantized|
+    offsets: np.ndarray  # (n,) original . c
 
-    def corpus_bounds(self) -> np.ndarray:
-        """(scale, |y' - y|, |y'|) per corpus row, as screen_int8_tile reads them."""
-        return np.stack([self.scales, self.errors, self.quantized_norms]).astype(np.float32)
+    def corpus_bounds(self, centre: np.ndarray) -> np.ndarray:
+        """(scale, |y' - y|, |y'|, y.c - c.c rounded up) per corpus row, as screen_int8_tile reads them."""
+        shift = self.offsets - float(np.dot(centre.astype(np.float64), centre.astype(np.float64)))
+        upper = shift + ROUNDING_SLACK * (np.abs(shift) + np.abs(self.offsets))
+        return np.stack([self.scales, self.errors, self.quantized_norms, upper]).astype(np.float32)
 
     def eval_bounds(self) -> np.ndarray:
-        """(|x' - x| + rounding slack, |x|) per eval row, as screen_int8_tile reads them."""
-        return np.stack([self.errors + ROUNDING_SLACK * self.quantized_norms, self.norms]).astype(np.float32)
+        """(|x' - x| + rounding slack, |x|, x.c rounded up) per eval row, as screen_int8_tile reads them."""
+        upper = self.offsets + ROUNDING_SLACK * np.abs(self.offsets)
+        return np.stack([self.errors + ROUNDING_SLACK * self.quantized_norms, self.norms, upper]).astype(np.float32)
 
 
-def quantize(rows: np.ndarray, corpus_side: bool) -> Quantized:
-    levels, shift, dtype = (CORPUS_LEVELS, ZERO_POINT, np.uint8) if corpus_side else (EVAL_LEVELS, 0, np.int8)
+def quantize(rows: np.ndarray, centre: np.ndarray, levels: int, zero_point: int = 0) -> Quantized:
+    """int8 levels in [-levels, levels] (eval rows), or uint8 ones shifted by zero_point (corpus rows)."""
     n = len(rows)
     result = Quantized(
-        levels=np.empty(rows.shape, dtype),
+        levels=np.empty(rows.shape, np.uint8 if zero_point else np.int8),
         scales=np.empty(n, np.float32),
         errors=np.empty(n),
         norms=np.empty(n),
         quantized_norms=np.empty(n),
+        offsets=np.empty(n),
     )
-    _quantize(rows, levels, shift, result.levels, result.scales, result.errors, result.norms, result.quantized_norms)
+    _quantize(
+        rows,
+        np.asarray(centre, np.float32),
+        levels,
+        zero_point,
+        result.levels,
+        result.scales,
+        result.errors,
+        result.norms,
+        result.quantized_norms,
+        result.offsets,
+    )
     return result
 
 
@@ -106,18 +138,57 @@ def _engine():
     return torch.ops.onednn
 
 
+def _product(activations, zero_point: int, packed, weight_scales) -> np.ndarray:
+    """oneDNN's integer products of uint8 activations with packed int8 weights, each weight row scaled."""
+    import torch
+
+    return torch.ops.onednn.qlinear_pointwise(
+        activations,
+        1.0,
+        zero_point,
+        packed,
+        weight_scales,
+        torch.zeros(len(weight_scales), dtype=torch.long),
+        None,
+        1.0,
+        0,
+        torch.float32,
+        "none",
+        [],
+        "",
+    ).numpy()
+
+
+@functools.cache
+def _exact_at(scheme: tuple[int, int], row_block: tuple[int, int], width: int, dim: int) -> bool:
+    """Whether a tile of the scan's shape gives exact integer products at the extremes of these corpus
+    levels: CPUs without VNNI sum pairs of products in saturating int16 and do not."""
+    import torch
+
+    levels, zero_point = scheme
+    weights = np.full((row_block[1] - row_block[0], dim), EVAL_LEVELS, np.int8)
+    weights[1::2] = -EVAL_LEVELS
+    activations = np.full((width, dim), zero_point + levels, np.uint8)
+    activations[1::2] = zero_point - levels
+    packed = _engine().qlinear_prepack(torch.from_numpy(weights), [width, dim])
+    found = _product(torch.from_numpy(activations), zero_point, packed, torch.ones(len(weights)))
+    expected = np.outer(activations[:, 0].astype(np.int64) - zero_point, weights[:, 0]) * dim  # constant rows
+    return bool(np.allclose(found, expected, rtol=2.0**-20, atol=0))
+
+
 class Int8Tiles:
     """Integer products of the quantized eval rows with a corpus block, a cache-sized tile at a time.
 
     Tiles are transposed (corpus rows x eval rows): oneDNN packs the eval rows once, as weights, and
-    streams corpus rows through them as activations.
+    streams corpus rows through them as activations. Both sides are centred on the eval rows' mean.
     """
 
     def __init__(self, queries: np.ndarray, row_blocks: list[tuple[int, int]], width: int):
         import torch
 
         self.onednn = _engine()
-        self.eval = quantize(queries, corpus_side=False)
+        self.centre = queries.mean(axis=0, dtype=np.float64).astype(np.float32)
+        self.eval = quantize(queries, self.centre, EVAL_LEVELS)
         self.row_blocks, self.width = row_blocks, width
         shape = [width, queries.shape[1]]  # the activations' shape, which oneDNN's packing is chosen for
         self.packed = [
@@ -126,7 +197,15 @@ class Int8Tiles:
         ]
         self.weight_scales = torch.from_numpy(self.eval.scales)
         self.eval_bounds = self.eval.eval_bounds()
+        self.corpus_levels, self.zero_point = (
+            WIDE if _exact_at(WIDE, row_blocks[0], width, queries.shape[1]) else NARROW
+        )
         self.checked = False
+
+    def quantize_corpus(self, block: np.ndarray) -> tuple[Quantized, np.ndarray]:
+        """A corpus block's levels, and the bounds screen_int8_tile reads for it."""
+        quantized = quantize(block, self.centre, self.corpus_levels, self.zero_point)
+        return quantized, quantized.corpus_bounds(self.centre)
 
     def __call__(self, corpus: Quantized) -> Iterator[tuple[int, int, int, np.ndarray]]:
         """(first eval row, last, first block row, tile) for each tile of a quantized corpus block."""
@@ -134,24 +213,9 @@ class Int8Tiles:
 
         activations = torch.from_numpy(corpus.levels)
         for (first, last), packed in zip(self.row_blocks, self.packed, strict=True):
-            zeros = torch.zeros(last - first, dtype=torch.long)
             for column in range(0, len(activations), self.width):
                 stop = min(column + self.width, len(activations))
-                tile = self.onednn.qlinear_pointwise(
-                    activations[column:stop],
-                    1.0,
-                    ZERO_POINT,
-                    packed,
-                    self.weight_scales[first:last],
-                    zeros,
-                    None,
-                    1.0,
-                    0,
-                    torch.float32,
-                    "none",
-                    [],
-                    "",
-                ).numpy()
+                tile = _product(activations[column:stop], self.zero_point, packed, self.weight_scales[first:last])
                 if not self.checked:
                     self._check(tile[0], corpus.levels[column], first, last)
                 yield first, last, column, tile
@@ -159,7 +223,7 @@ class Int8Tiles:
     def _check(self, products: np.ndarray, corpus_levels: np.ndarray, first: int, last: int) -> None:
         """One corpus row's products against integer arithmetic done here: an engine that saturates or
         re-quantizes would make the error bound false, so it stops the scan."""
-        levels = corpus_levels.astype(np.int64) - ZERO_POINT
+        levels = corpus_levels.astype(np.int64) - self.zero_point
         expected = (self.eval.levels[first:last].astype(np.int64) @ levels) * self.eval.scales[first:last].astype(
             np.float64
         )

@@ -11,6 +11,7 @@ or as Ray tasks) before one merge. No index, no approximation.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import threading
@@ -105,17 +106,31 @@ def _finite_block(corpus: np.ndarray, start: int, chunk: int, offset: int):
     return block
 
 
-TILE_BYTES = 32 << 20  # products per tile: about the L3 cache, so screening reads them from cache
 ROW_BLOCK = 8192  # eval rows per tile at most, so that tiles stay wide enough for an efficient product
+CPU_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
+
+
+@functools.cache
+def tile_bytes() -> int:
+    """Products per tile: twice the level-2 caches of the cores that screen them, between 1 and 32 MiB, so
+    the screen reads a tile from cache right after its product. On a 2-core Xeon (2 MiB of L2 each) 8 MiB
+    tiles scanned 1.5x (int8) and 1.1x (float32) as fast as 32 MiB ones, which came from L3."""
+    per_core = 1 << 20  # where Linux does not say
+    for index in CPU_CACHES.glob("index*"):
+        with contextlib.suppress(OSError, ValueError):
+            if (index / "level").read_text().strip() == "2":
+                size = (index / "size").read_text().strip()
+                per_core = int(size.rstrip("KMG")) << {"K": 10, "M": 20, "G": 30}.get(size[-1:], 0)
+    return min(max(2 * per_core * len(os.sched_getaffinity(0)), 1 << 20), 32 << 20)
 
 
 def tile_layout(n_eval: int) -> tuple[list[tuple[int, int]], int]:
     """Eval row blocks of at most ROW_BLOCK rows, and the corpus rows per tile (a multiple of 64) that
-    keeps a tile of float32 products within TILE_BYTES."""
+    keeps a tile of float32 products within tile_bytes()."""
     edges = np.linspace(0, n_eval, -(-n_eval // ROW_BLOCK) + 1).astype(int)
     row_blocks = list(zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True))
     widest = max(stop - start for start, stop in row_blocks)
-    return row_blocks, max(1, TILE_BYTES // 4 // widest // 64) * 64
+    return row_blocks, max(1, tile_bytes() // 4 // widest // 64) * 64
 
 
 class ProductTiles:
@@ -217,22 +232,24 @@ def _scan_int8(
     profile: dict | None = None,
 ) -> TopK:
     """Integer products tile by tile (int8.py), every entry they cannot rule out recomputed exactly."""
-    from lmms_contam.corpus.int8 import Int8Tiles, quantize
-    from lmms_contam.corpus.screen import screen_int8_tile
+    from lmms_contam.corpus.int8 import Int8Tiles
+    from lmms_contam.corpus.screen import screen_int8_tile, seed_floors
 
     best = TopK.empty(len(queries), k)
     if not len(queries):
         return best
     tiles, clock = Int8Tiles(queries, *tile_layout(len(queries))), PhaseClock(profile)
     recomputed = np.zeros(len(queries), dtype=np.int64)
+    seeds = np.full((len(queries), k), -np.inf, dtype=np.float32)
     for start in range(0, len(corpus), chunk):
         with clock(READS):
             block = _finite_block(corpus, start, chunk, offset).numpy()
         with clock("quantization"):
-            quantized = quantize(block, corpus_side=True)
-            bounds = quantized.corpus_bounds()
+            quantized, bounds = tiles.quantize_corpus(block)
         for first, last, column, tile in clock.timed("integer products", tiles(quantized)):
             with clock("screening and exact recomputation"):
+                if start == column == 0:  # the first tile of each row block
+                    seed_floors(tile, bounds, tiles.eval_bounds[:, first:last], seeds[first:last])
                 screen_int8_tile(
                     tile,
                     bounds[:, column:],
@@ -245,6 +262,7 @@ def _scan_int8(
                     best.above[first:last],
                     count_above,
                     recomputed[first:last],
+                    seeds[first:last, -1],
                 )
     if profile is not None:
         profile["entries recomputed exactly"] = profile.get("entries recomputed exactly", 0) + int(recomputed.sum())

@@ -73,6 +73,39 @@ def exact_cosine(a: np.ndarray, b: np.ndarray) -> np.float32:
     return np.float32(total)
 
 
+SEED_MARGIN = 2.0**-14  # times (1 + the terms' magnitudes): far more than the rounding of a lower bound's sum
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def seed_floors(tile: np.ndarray, corpus_bounds: np.ndarray, eval_bounds: np.ndarray, seeds: np.ndarray) -> None:
+    """Each eval row's k-th largest lower bound on its exact cosines in one int8 tile, into `seeds` (k =
+    seeds.shape[1]; the k-th is seeds[:, -1]).
+
+    A row's k-th best cannot end below it, so entries whose upper bound is at or under it need no exact
+    recomputation even before any exact value has filled the row's top-k: without it a shard's first tile
+    recomputes every entry until its rows hold k exact values, and each shard starts empty.
+    """
+    n_corpus, n_eval = tile.shape
+    k = seeds.shape[1]
+    unused_ids = np.empty(seeds.shape, np.int64)
+    scales, errors, quantized_norms, offsets = corpus_bounds[0], corpus_bounds[1], corpus_bounds[2], corpus_bounds[3]
+    for group in numba.prange(-(-n_eval // GROUP)):
+        first, last = group * GROUP, min(group * GROUP + GROUP, n_eval)
+        slacks, norms, shifts = eval_bounds[0, first:last], eval_bounds[1, first:last], eval_bounds[2, first:last]
+        for c in range(n_corpus):
+            scale, error, norm, shift = scales[c], errors[c], quantized_norms[c], offsets[c]
+            for j in range(last - first):
+                estimate = tile[c, first + j] * scale + shifts[j] + shift
+                bound = slacks[j] * norm + norms[j] * error
+                low = (
+                    estimate
+                    - bound
+                    - SEED_MARGIN * (1.0 + abs(tile[c, first + j] * scale) + abs(shifts[j]) + abs(shift))
+                )
+                if low > seeds[first + j, k - 1]:
+                    _insert(first + j, low, -1, seeds, unused_ids)
+
+
 @numba.njit(nogil=True, parallel=True, cache=True)
 def screen_int8_tile(
     tile: np.ndarray,
@@ -86,40 +119,44 @@ def screen_int8_tile(
     above: np.ndarray,
     count_above: float,
     recomputed: np.ndarray,
+    seeds: np.ndarray,
 ) -> None:
     """Offer an int8 tile to the running exact top-k, recomputing exactly every entry that might matter
     (counted per eval row in `recomputed`).
 
     `tile[c, r]` is corpus row c (id first_id + c, float32 `corpus_rows[c]`) against eval row r
-    (`queries[r]`), from their quantized copies and before c's scale. With corpus_bounds[:, c] = (scale,
-    |y' - y|, |y'|) and eval_bounds[:, r] = (|x' - x| + rounding slack, |x|), the exact cosine is at most
-    tile * scale + (|x' - x| + slack) |y'| + |x| |y' - y|. An entry whose bound is at most
-    min(row's k-th best, count_above) can neither enter nor be counted; every other one is recomputed from
-    the float32 rows, then inserted and counted exactly as `screen_tile` does.
+    (`queries[r]`), from their quantized copies centred on a shared vector, and before c's scale. With
+    corpus_bounds[:, c] = (scale, |y' - y|, |y'|, its offset) and eval_bounds[:, r] = (|x' - x| + rounding
+    slack, |x|, its offset), the exact cosine is at most tile * scale + (|x' - x| + slack) |y'| + |x| |y' - y|
+    plus both offsets (int8.Quantized). An entry whose bound is at most min(row's k-th best, count_above)
+    can neither enter nor be counted, nor can one at most min(`seeds[r]`, count_above), a lower bound on
+    the row's k-th best (seed_floors); every other one is recomputed from the float32 rows, then inserted
+    and counted exactly as `screen_tile` does.
     """
     n_corpus, n_eval = tile.shape
     k = values.shape[1]
+    scales, errors, quantized_norms, offsets = corpus_bounds[0], corpus_bounds[1], corpus_bounds[2], corpus_bounds[3]
     for group in numba.prange(-(-n_eval // GROUP)):
         first, last = group * GROUP, min(group * GROUP + GROUP, n_eval)
         # Loops over views from 0: indices known non-negative, so the compiler vectorizes them.
-        slacks, norms = eval_bounds[0, first:last], eval_bounds[1, first:last]
+        slacks, norms, shifts = eval_bounds[0, first:last], eval_bounds[1, first:last], eval_bounds[2, first:last]
         floors = np.empty(last - first, dtype=np.float32)
         for j in range(last - first):
-            floors[j] = min(values[first + j, k - 1], count_above)
+            floors[j] = min(max(values[first + j, k - 1], seeds[first + j]), count_above)
         for c in range(n_corpus):
-            scale, error, norm = corpus_bounds[0, c], corpus_bounds[1, c], corpus_bounds[2, c]
+            scale, error, norm, shift = scales[c], errors[c], quantized_norms[c], offsets[c]
             products = tile[c, first:last]
             hits = 0
             for j in range(last - first):
-                hits += products[j] * scale + slacks[j] * norm + norms[j] * error > floors[j]
+                hits += products[j] * scale + slacks[j] * norm + norms[j] * error + shifts[j] + shift > floors[j]
             if hits == 0:
                 continue
             for j in range(last - first):
-                if products[j] * scale + slacks[j] * norm + norms[j] * error > floors[j]:
+                if products[j] * scale + slacks[j] * norm + norms[j] * error + shifts[j] + shift > floors[j]:
                     row = first + j
                     recomputed[row] += 1
                     value = exact_cosine(queries[row], corpus_rows[c])
                     above[row] += value > count_above
                     if value > values[row, k - 1]:
                         _insert(row, value, first_id + c, values, ids)
-                    floors[j] = min(values[row, k - 1], count_above)
+                    floors[j] = min(max(values[row, k - 1], seeds[row]), count_above)

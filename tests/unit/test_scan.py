@@ -48,7 +48,7 @@ def test_scan_equals_brute_force_and_finds_planted_copies(vectors, precision):
 
 @pytest.mark.parametrize("precision", ["float32", "int8"])
 @pytest.mark.parametrize(
-    "row_block, tile_bytes, chunk", [(7, 64 * 4 * 13, 333), (scan.ROW_BLOCK, scan.TILE_BYTES, scan.DEFAULT_CHUNK)]
+    "row_block, tile_bytes, chunk", [(7, 64 * 4 * 13, 333), (scan.ROW_BLOCK, scan.tile_bytes(), scan.DEFAULT_CHUNK)]
 )
 def test_tiles_row_blocks_and_exact_duplicates_keep_the_brute_force_result(vectors, monkeypatch, row_block,
                                                                            tile_bytes, chunk, precision):  # fmt: skip
@@ -57,7 +57,7 @@ def test_tiles_row_blocks_and_exact_duplicates_keep_the_brute_force_result(vecto
     copies = np.concatenate([corpus, corpus[:100], corpus[:50], corpus[:100]])  # row i also at 5000+i, 5100+i, ...
     queries = np.concatenate([queries, corpus[[3, 70, 4999]]])  # exact copies: ties at 1.0
     monkeypatch.setattr(scan, "ROW_BLOCK", row_block)
-    monkeypatch.setattr(scan, "TILE_BYTES", tile_bytes)
+    monkeypatch.setattr(scan, "tile_bytes", lambda: tile_bytes)
     result = scan_matrix(queries, copies, offset=0, k=10, chunk=chunk, count_above=0.2, precision=precision)
     sims, ids = brute(queries, copies, 10)
     np.testing.assert_allclose(result.sims, sims, atol=1e-5)
@@ -225,7 +225,7 @@ def test_reduced_precision_with_the_exact_recheck_gives_the_exact_result(vectors
 
 
 def test_int8_products_with_the_exact_recheck_give_the_exact_result(vectors):
-    from lmms_contam.corpus.int8 import ZERO_POINT, quantize
+    from lmms_contam.corpus.int8 import EVAL_LEVELS, NARROW, quantize
 
     queries, corpus = vectors
     hard, threshold = crowd_around(queries, corpus)
@@ -236,47 +236,75 @@ def test_int8_products_with_the_exact_recheck_give_the_exact_result(vectors):
     exact_above = (queries.astype(np.float64) @ hard.T.astype(np.float64) > threshold).sum(axis=1)
     assert 0 < exact_above[0] < 300 and (found.above == exact_above).all()
     # The integer products alone misorder this crowd: the re-check is what makes the result exact.
-    evals, corpus_side = quantize(queries[:1], corpus_side=False), quantize(hard, corpus_side=True)
-    raw = (evals.levels * evals.scales[:, None]) @ ((corpus_side.levels.astype(np.float64) - ZERO_POINT)
+    centre = np.zeros(queries.shape[1], np.float32)
+    evals, corpus_side = quantize(queries[:1], centre, EVAL_LEVELS), quantize(hard, centre, *NARROW)
+    raw = (evals.levels * evals.scales[:, None]) @ ((corpus_side.levels.astype(np.float64) - NARROW[1])
                                                     * corpus_side.scales[:, None]).T  # fmt: skip
     assert not np.array_equal(np.argsort(-raw[0], kind="stable")[:10], ids[0])
     with pytest.raises(ValueError, match="int8 runs on the CPU"):
         scan_matrix(queries, hard, offset=0, precision="int8", device="cuda")
 
 
-def test_int8_error_bound_holds_for_every_pair_and_levels_cannot_overflow():
-    from lmms_contam.corpus.int8 import ZERO_POINT, quantize
+@pytest.mark.parametrize("centred", [False, True])
+@pytest.mark.parametrize("scheme", ["NARROW", "WIDE"])
+def test_int8_error_bound_holds_for_every_pair_and_levels_stay_in_range(scheme, centred):
+    from lmms_contam.corpus import int8
 
     rng = np.random.default_rng(3)
-    rows = unit(rng.normal(size=(300, 96)))
+    shared = unit(rng.normal(size=(1, 96)))
+    rows = unit(0.8 * shared + 0.6 * unit(rng.normal(size=(300, 96))))  # one common direction, as CLIP's
     rows[0] = 0  # a zero vector
     rows[1] = unit(np.eye(96)[:1] * 40 + rng.normal(size=(1, 96)))  # one dominant element: a coarse scale
     rows[2] *= 1e-40  # too small for a float32 scale
     rows[3] *= 3.5  # not unit length
-    evals, corpus = quantize(rows, corpus_side=False), quantize(rows, corpus_side=True)
+    rows = rows.astype(np.float32)
+    centre = rows[4:].mean(axis=0) if centred else np.zeros(96, np.float32)
+    rows[5] = centre  # a row equal to the centre
+    levels, zero_point = getattr(int8, scheme)
+    evals, corpus = int8.quantize(rows, centre, int8.EVAL_LEVELS), int8.quantize(rows, centre, levels, zero_point)
     x = evals.levels * evals.scales[:, None].astype(np.float64)
-    y = (corpus.levels.astype(np.float64) - ZERO_POINT) * corpus.scales[:, None]
-    error = np.abs(x @ y.T - rows.astype(np.float64) @ rows.T.astype(np.float64))
-    bound = evals.errors[:, None] * corpus.quantized_norms[None, :] + evals.norms[:, None] * corpus.errors[None, :]
-    assert (error <= bound + 1e-15).all()
-    assert np.median(bound[4:, 4:]) < 0.05  # tight enough for unit vectors that the screen dismisses most entries
-    # Eval levels in [-127, 127], corpus levels in [1, 127]: no two products overflow an int16 sum.
-    assert np.abs(evals.levels.astype(int)).max() == 127 and np.isfinite(evals.scales).all()
-    assert corpus.levels.min() >= 1 and corpus.levels.max() <= 127 and (corpus.levels[0] == ZERO_POINT).all()
+    y = (corpus.levels.astype(np.float64) - zero_point) * corpus.scales[:, None]
+    exact = rows.astype(np.float64) @ rows.T.astype(np.float64)
+    (slack, norm, eval_shift), (_, error, quantized_norm, corpus_shift) = (
+        evals.eval_bounds(),
+        corpus.corpus_bounds(centre),
+    )
+    estimate = x @ y.T + eval_shift[:, None] + corpus_shift[None, :]
+    bound = slack[:, None] * quantized_norm[None, :] + norm[:, None] * error[None, :]
+    # An upper bound, which the screen relies on (1e-15: float32 underflow of the 1e-40 row's terms), and the
+    # estimate above the exact value by no more than its rounding slack.
+    assert (exact <= estimate + bound + 1e-15).all() and (estimate - exact <= bound + 1e-4).all()
+    # Tight enough for unit vectors that the screen dismisses most entries, and tighter centred and in 8 bits.
+    assert np.median(bound[6:, 6:]) < {("NARROW", False): 0.05, ("WIDE", False): 0.035}.get((scheme, centred), 0.02)
+    assert np.abs(evals.levels.astype(int)).max() == int8.EVAL_LEVELS and np.isfinite(evals.scales).all()
+    # Corpus levels within zero point +- levels: 7 bits never overflow an int16 sum of two products.
+    assert corpus.levels.min() >= zero_point - levels and corpus.levels.max() <= zero_point + levels
+    assert (corpus.levels[5] == zero_point).all() and (corpus.levels[0] == zero_point).all() != centred
 
 
 def test_onednn_int8_tiles_are_the_exact_integer_products_and_a_wrong_engine_is_stopped(vectors):
-    from lmms_contam.corpus.int8 import ZERO_POINT, Int8Tiles, quantize
+    from lmms_contam.corpus.int8 import WIDE, Int8Tiles, _exact_at
+    from lmms_contam.corpus.screen import seed_floors
 
     queries, corpus = vectors
     tiles = Int8Tiles(queries, [(0, 15), (15, len(queries))], 64)
-    blocks = quantize(corpus[:200], corpus_side=True)
-    integers = (blocks.levels.astype(np.int64) - ZERO_POINT) @ tiles.eval.levels.T.astype(np.int64)
+    # This machine's oneDNN multiplies 8-bit activations exactly where it has VNNI (or AMX), and so its scan uses them.
+    vnni = any(flag in Path("/proc/cpuinfo").read_text().split() for flag in ("avx512_vnni", "avx_vnni", "amx_int8"))
+    assert _exact_at(WIDE, (0, 15), 64, queries.shape[1]) == vnni and (tiles.corpus_levels, tiles.zero_point) == (
+        WIDE if vnni else (63, 64)
+    )
+    blocks, bounds = tiles.quantize_corpus(corpus[:200])
+    integers = (blocks.levels.astype(np.int64) - tiles.zero_point) @ tiles.eval.levels.T.astype(np.int64)
     seen = 0
     for first, last, column, tile in tiles(blocks):
         expected = integers[column : column + len(tile), first:last] * tiles.eval.scales[first:last].astype(np.float64)
         np.testing.assert_allclose(tile, expected, rtol=2.0**-22, atol=0)
         seen += tile.size
+        # Seeds: each eval row's k-th largest lower bound in the tile, never above its exact k-th best there.
+        seeds = np.full((last - first, 5), -np.inf, dtype=np.float32)
+        seed_floors(tile, bounds[:, column:], tiles.eval_bounds[:, first:last], seeds)
+        exact = np.sort(queries[first:last].astype(np.float64) @ corpus[column : column + len(tile)].T, axis=1)
+        assert (seeds[:, -1] <= exact[:, -5]).all() and (seeds[:, -1] > exact[:, -5] - 0.05).all()
     assert seen == integers.size and tiles.checked
     with pytest.raises(RuntimeError, match="not the exact integer products"):
         tiles._check(tile[0] + 1.0, blocks.levels[column], first, last)
