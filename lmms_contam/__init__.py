@@ -1,3 +1,3 @@
 """lmms-contam: tells whether a VLM's benchmark score comes from memorised test data."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

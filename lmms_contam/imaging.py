@@ -13,6 +13,8 @@ from PIL import Image, ImageFile
 BLANK_GREY = (128, 128, 128)
 THUMBNAIL = 256  # pages (the report, the review gallery) show images at most this large
 SMALLEST = 96  # tiny images (the synthetic benchmark's 32x32 scenes) are enlarged, pixels kept sharp
+EVIDENCE = 1280  # the report's image pairs open at their full size up to this (a 1,000 px photo whole)
+EVIDENCE_SMALLEST = 320  # and are shown at least this large
 
 
 @contextmanager
@@ -66,3 +68,9 @@ def data_uri(image: Image.Image, max_side: int, image_format: str = "PNG", small
 def thumbnail_uri(image: Image.Image) -> str:
     """An image as a page shows it: a JPEG thumbnail."""
     return data_uri(image, THUMBNAIL, "JPEG", SMALLEST)
+
+
+def evidence_uri(image: Image.Image) -> str:
+    """An image as the report shows it, large enough to see an edit in a photo when opened (up to
+    EVIDENCE pixels a side; small scenes enlarged to EVIDENCE_SMALLEST, pixels kept sharp)."""
+    return data_uri(image, EVIDENCE, "JPEG", EVIDENCE_SMALLEST)

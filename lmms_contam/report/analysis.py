@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -10,6 +11,7 @@ from lmms_contam.detectors.registry import DETECTORS
 from lmms_contam.detectors.signals import DetectorSignal
 from lmms_contam.report.benchmark_rates import BenchmarkRates
 from lmms_contam.report.inputs import DetectorRun, ModelBenchmark, ScannedRun, ScoredItem
+from lmms_contam.report.names import display_names
 from lmms_contam.report.set_status import SetStatus
 
 CONTAMINATED = "contaminated"
@@ -23,10 +25,17 @@ class CategoryDelta:
     n: int
     acc_original: float
     acc_perturbed: float
+    ci_low: float  # the paired delta's 95% interval within the category
+    ci_high: float
 
     @property
     def delta(self) -> float:
         return self.acc_perturbed - self.acc_original
+
+    @property
+    def excludes_zero(self) -> bool:
+        """Whether the category's own interval rules out no change (uncorrected for the many categories)."""
+        return self.ci_high < 0 or self.ci_low > 0
 
 
 @dataclass(frozen=True)
@@ -85,15 +94,21 @@ def _category_deltas(original: list[ScoredItem], perturbed: list[ScoredItem]) ->
     by_category: dict[str, list[tuple[int, int]]] = defaultdict(list)
     for o, p in zip(original, perturbed, strict=True):
         by_category[o.stratum].append((o.correct, p.correct))
-    return [
-        CategoryDelta(
-            name=name,
-            n=len(pairs),
-            acc_original=sum(a for a, _ in pairs) / len(pairs),
-            acc_perturbed=sum(b for _, b in pairs) / len(pairs),
+    deltas = []
+    for name, pairs in sorted(by_category.items()):
+        original_correct, perturbed_correct = zip(*pairs, strict=True)
+        low, high = stats.paired_delta_ci(original_correct, perturbed_correct)
+        deltas.append(
+            CategoryDelta(
+                name=name,
+                n=len(pairs),
+                acc_original=sum(original_correct) / len(pairs),
+                acc_perturbed=sum(perturbed_correct) / len(pairs),
+                ci_low=low,
+                ci_high=high,
+            )
         )
-        for name, pairs in sorted(by_category.items())
-    ]
+    return deltas
 
 
 def _group_metrics(original: list[ScoredItem], perturbed: list[ScoredItem]) -> dict[str, dict[str, float]]:
@@ -193,3 +208,9 @@ class Analysed:
     alpha: float
     rates: list[BenchmarkRates] = field(default_factory=list)  # of the benchmarks, from scans and judges
     scanned: list[ScannedResult] = field(default_factory=list)  # flagged vs clean accuracy per model
+
+    @functools.cached_property
+    def names(self) -> dict[str, str]:
+        """Each model's short display name (report/names.py), by its full identity."""
+        models = {r.model for r in self.results} | {d.model for d in self.detectors} | {r.model for r in self.scanned}
+        return display_names(sorted(models))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lmms_contam.imaging import thumbnail_uri
+from lmms_contam.imaging import evidence_uri
 from lmms_contam.schema import PerturbedSetError
 from lmms_contam.set_locations import load_perturbed_set
 
@@ -33,8 +33,8 @@ def collect(benchmark: str, item_ids: set[str]) -> tuple[dict[str, ItemEvidence]
         evidence[item_id] = ItemEvidence(
             question=row["question"],
             options=list(row["options"]),
-            original_image=thumbnail_uri(row["original_image"]),
-            perturbed_image=thumbnail_uri(row["image"]),
+            original_image=evidence_uri(row["original_image"]),
+            perturbed_image=evidence_uri(row["image"]),
         )
     missing = len(item_ids) - len(evidence)
     return evidence, (f"{missing} flagged item(s) are not in the resolved set" if missing else "")

@@ -17,7 +17,7 @@ import pandas as pd
 from lmms_contam.corpus.embed import decode
 from lmms_contam.corpus.eval_sources import from_spec
 from lmms_contam.corpus.shards import lookup, open_corpus
-from lmms_contam.imaging import thumbnail_uri
+from lmms_contam.imaging import evidence_uri
 from lmms_contam.report.benchmark_rates import BenchmarkRates
 
 MAX_SHOWN = 12
@@ -39,7 +39,7 @@ def _eval_images(summary: dict, ids: set[str]) -> tuple[dict, str]:
     if "eval" not in summary:
         return {}, "eval images unavailable: the scan summary does not say how to open its eval set"
     try:
-        return {i: thumbnail_uri(image) for i, image in from_spec(summary["eval"]).images_of(ids).items()}, ""
+        return {i: evidence_uri(image) for i, image in from_spec(summary["eval"]).images_of(ids).items()}, ""
     except Exception as exc:  # offline hub, moved folder, ...: the page says why and shows the rest
         return {}, f"eval images unavailable: {str(exc).splitlines()[0]}"
 
@@ -57,7 +57,7 @@ def _corpus_image(source: str) -> str | None:
     if path is None or not path.is_file():
         return None
     try:
-        return thumbnail_uri(decode(path.read_bytes(), source))
+        return evidence_uri(decode(path.read_bytes(), source))
     except ValueError:
         return None
 

@@ -42,6 +42,83 @@ def p_text(value: float) -> str:
     return "n/a" if _number(value) is None else (f"{value:.2g}" if value >= 1e-4 else f"{value:.1e}")
 
 
+def _listed(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _benchmarks(count: int) -> str:
+    return f"{count} benchmark{'s' if count != 1 else ''}"
+
+
+def model_sentences(analysed: Analysed) -> list[str]:
+    """One sentence per model, what a reader should conclude: where the perturbation calls it contaminated
+    (with the delta and the Holm-adjusted p), where a drop is not significant, and where there is no
+    evidence; a verdict on an unverified set says so."""
+    by_model: dict[str, list[BenchmarkResult]] = {}
+    for result in sorted(analysed.results, key=lambda r: r.benchmark):
+        by_model.setdefault(result.model, []).append(result)
+    sentences = []
+
+    def contaminated_first(model: str) -> tuple[bool, str]:
+        return all(r.verdict != CONTAMINATED for r in by_model[model]), analysed.names[model].lower()
+
+    for model in sorted(by_model, key=contaminated_first):
+        results = by_model[model]
+        contaminated = [r for r in results if r.verdict == CONTAMINATED]
+        dropped = [r.benchmark for r in results if r.verdict == INCONCLUSIVE]
+        clean = [r for r in results if r.verdict == NO_EVIDENCE]
+        parts = []
+        if contaminated:
+            parts.append(
+                "contaminated on "
+                + _listed(
+                    [
+                        f"{r.benchmark} (delta {100 * r.comparison.delta:+.1f} points, p {p_text(r.p_adjusted)}"
+                        + (", set NOT verified" if r.scored_set and r.scored_set.verified is False else "")
+                        + ")"
+                        for r in contaminated
+                    ]
+                )
+            )
+        if dropped:
+            parts.append(f"a drop that is not significant on {_listed(dropped)}")
+        if clean:
+            parts.append(f"no evidence on {'the other ' if parts else ''}{_benchmarks(len(clean))}")
+        sentences.append(f"{analysed.names[model]}: {'; '.join(parts)}.")
+    return sentences
+
+
+def model_rows(analysed: Analysed) -> tuple[list[str], list[list[str]]]:
+    """Each model's display name beside its full identity, as its runs recorded it."""
+    return ["model", "identity"], [[name, identity] for identity, name in sorted(analysed.names.items())]
+
+
+def category_rows(analysed: Analysed) -> tuple[list[str], list[list[str]]]:
+    """Per model, benchmark and category: the paired delta with its own 95% interval."""
+    header = ["model", "benchmark", "category", "pairs", "acc original", "acc perturbed", "delta [95% CI]", ""]
+    rows = [
+        [
+            analysed.names[r.model],
+            r.benchmark,
+            c.name,
+            str(c.n),
+            pct(c.acc_original),
+            pct(c.acc_perturbed),
+            f"{_signed(c.delta)} [{_signed(c.ci_low)}, {_signed(c.ci_high)}]",
+            "interval excludes 0" if c.excludes_zero else "",
+        ]
+        for r in analysed.results
+        for c in r.categories
+    ]
+    return header, rows
+
+
+CATEGORY_LEGEND = (
+    "Each category's delta (points) with its own 95% interval; an interval that excludes 0 is marked. With "
+    "many categories some exclude 0 by chance alone: the verdict is the benchmark's, not a category's."
+)
+
+
 def to_json(analysed: Analysed) -> str:
     results, alpha = analysed.results, analysed.alpha
     payload = {
@@ -49,9 +126,11 @@ def to_json(analysed: Analysed) -> str:
         "lmms_contam_version": __version__,
         "alpha": alpha,
         "correction": "holm across each model's benchmarks",
+        "summary": model_sentences(analysed),
         "results": [
             {
                 "model": r.model,
+                "display_name": analysed.names[r.model],
                 "benchmark": r.benchmark,
                 "verdict": r.verdict,
                 "n_pairs": r.comparison.n_pairs,
@@ -66,7 +145,14 @@ def to_json(analysed: Analysed) -> str:
                 "right_to_wrong": r.comparison.right_to_wrong,
                 "wrong_to_right": r.comparison.wrong_to_right,
                 "categories": [
-                    {"name": c.name, "n": c.n, "acc_original": c.acc_original, "acc_perturbed": c.acc_perturbed}
+                    {
+                        "name": c.name,
+                        "n": c.n,
+                        "acc_original": c.acc_original,
+                        "acc_perturbed": c.acc_perturbed,
+                        "delta": c.delta,
+                        "delta_ci": [c.ci_low, c.ci_high],
+                    }
                     for c in r.categories
                 ],
                 "group_metrics": r.group_metrics,
@@ -164,9 +250,9 @@ def leaderboard_rows(analysed: Analysed) -> tuple[list[str], list[list[str]]]:
     cell = {(r.model, r.benchmark): f"{100 * r.comparison.delta:+.1f} ({MARK[r.verdict]})" for r in results}
     cell |= {(r.model, f"{r.benchmark} scanned"): _gap_cell(r, analysed.alpha) for r in scanned}
     columns = [*perturbed, *(f"{b} scanned" for b in gaps)]
-    models = sorted({r.model for r in results} | {r.model for r in scanned})
+    models = sorted({r.model for r in results} | {r.model for r in scanned}, key=lambda m: analysed.names[m].lower())
     header = ["model", *(f"{b}: delta" for b in perturbed), *(f"{b}: flagged - clean" for b in gaps)]
-    return header, [[m, *(cell.get((m, c), "-") for c in columns)] for m in models]
+    return header, [[analysed.names[m], *(cell.get((m, c), "-") for c in columns)] for m in models]
 
 
 def scanned_rows(analysed: Analysed) -> tuple[list[str], list[list[str]]]:
@@ -178,7 +264,7 @@ def scanned_rows(analysed: Analysed) -> tuple[list[str], list[list[str]]]:
                 continue
             rows.append(
                 [
-                    r.model,
+                    analysed.names[r.model],
                     r.benchmark,
                     FLAG_LABELS[kind],
                     str(r.n_items),
@@ -219,7 +305,7 @@ def scanned_legend(analysed: Analysed) -> str:
     )
 
 
-def detail_rows(results: list[BenchmarkResult]) -> tuple[list[str], list[list[str]]]:
+def detail_rows(analysed: Analysed) -> tuple[list[str], list[list[str]]]:
     header = [
         "model",
         "benchmark",
@@ -236,7 +322,7 @@ def detail_rows(results: list[BenchmarkResult]) -> tuple[list[str], list[list[st
     ]
     rows = [
         [
-            r.model,
+            analysed.names[r.model],
             r.benchmark,
             r.host,
             str(r.comparison.n_pairs),
@@ -249,7 +335,7 @@ def detail_rows(results: list[BenchmarkResult]) -> tuple[list[str], list[list[st
             MARK[r.verdict],
             r.scored_set.short() if r.scored_set else "unknown",
         ]
-        for r in results
+        for r in analysed.results
     ]
     return header, rows
 
@@ -279,7 +365,8 @@ def detector_rows(analysed: Analysed) -> tuple[list[str], list[list[str]]]:
     rows = []
     for model, benchmark in pairs:
         result = perturbation.get((model, benchmark))
-        row = [model, benchmark, f"{100 * result.comparison.delta:+.1f} ({MARK[result.verdict]})" if result else "-"]
+        delta = f"{100 * result.comparison.delta:+.1f} ({MARK[result.verdict]})" if result else "-"
+        row = [analysed.names[model], benchmark, delta]
         for detector in DETECTORS.values():
             signal = signals.get((model, benchmark, detector.name))
             against = f", vs {signal.baseline or 'chance'}" if signal and detector.against_baseline else ""
@@ -355,15 +442,19 @@ def set_sentences(results: list[BenchmarkResult]) -> list[str]:
     return [status.sentence() for _, status in sorted(statuses.items())]
 
 
-def matching_sentences(results: list[BenchmarkResult]) -> list[str]:
+def matching_sentences(analysed: Analysed) -> list[str]:
     """How each run's replies were judged right or wrong, with what its reader should know."""
-    return [f"{r.model}, {r.benchmark} ({r.host}): {'; '.join([r.matching, *r.notes])}" for r in results]
+    return [
+        f"{analysed.names[r.model]}, {r.benchmark} ({r.host}): {'; '.join([r.matching, *r.notes])}"
+        for r in analysed.results
+    ]
 
 
 def to_markdown(analysed: Analysed) -> str:
     results, alpha = analysed.results, analysed.alpha
     parts = ["# Contamination report (lmms-contam)", ""]
     if results:
+        parts += [*(f"- {markdown_text(line)}" for line in model_sentences(analysed)), ""]
         parts += [
             f"Semantic perturbation: accuracy in %; delta = perturbed - original on the same items, 95% "
             f"stratified CI; exact McNemar test, Holm-corrected across each model's benchmarks; contaminated = "
@@ -373,9 +464,11 @@ def to_markdown(analysed: Analysed) -> str:
     if results or analysed.scanned:
         parts += ["## Leaderboard", "", _table(*leaderboard_rows(analysed)), ""]
     if results:
-        parts += ["## Details", "", _table(*detail_rows(results)), ""]
+        parts += ["## Details", "", _table(*detail_rows(analysed)), ""]
         parts += ["Sets scored:", "", *(f"- {markdown_text(line)}" for line in set_sentences(results)), ""]
-        parts += ["Answers matched by:", "", *(f"- {markdown_text(line)}" for line in matching_sentences(results)), ""]
+        parts += ["Answers matched by:", "", *(f"- {markdown_text(line)}" for line in matching_sentences(analysed)), ""]
+    if any(r.categories for r in results):
+        parts += ["## Per-category deltas", "", CATEGORY_LEGEND, "", _table(*category_rows(analysed)), ""]
     if analysed.scanned:
         parts += [
             "## Contaminated vs clean items",
@@ -389,4 +482,6 @@ def to_markdown(analysed: Analysed) -> str:
         parts += ["## Peer detectors", "", detector_legend(alpha), "", _table(*detector_rows(analysed)), ""]
     if analysed.rates:
         parts += ["## Contamination rates of the benchmarks", "", RATES_LEGEND, "", _table(*rate_rows(analysed)), ""]
+    if analysed.names:
+        parts += ["## Models", "", _table(*model_rows(analysed)), ""]
     return "\n".join(parts)

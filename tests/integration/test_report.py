@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import io
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -221,6 +224,18 @@ def test_html_page_shows_plots_and_image_pairs_and_makes_no_network_request(outp
     assert "http://" not in text and "https://" not in text
     assert text.count('alt="original"') == text.count('alt="perturbed"') == len(PERTURB_FROM_HUB) * 12
 
+    # The first screen says who is contaminated on what, before any table.
+    summary = text[: text.index("<h2>Leaderboard")]
+    every = len(PERTURB_FROM_HUB)
+    assert "<li>contam_test_memoriser: contaminated on ai2d (delta -100.0 points, p " in summary
+    assert summary.count("(delta -100.0 points, p ") == every and " and seedbench (delta -100.0 points, p " in summary
+    assert f"<li>contam_test_oracle: no evidence on {every} benchmarks.</li>" in summary
+    # Every image pair names its model; each image opens at full size over the page (its anchor is :target).
+    pairs = text.split('<div class="pair">')[1:]
+    assert pairs and all("<b>contam_test_memoriser</b>: " in pair for pair in pairs)
+    anchors = re.findall(r'<a class="zoom" id="(img-[0-9a-f]{16})"', text)
+    assert len(anchors) == len(set(anchors)) == 2 * len(pairs)
+
     shot = tmp_path / "shot.png"
     assert _page_requests(chromium, page, tmp_path, shot) == []
     # The net-log check can fail: a page that loads one remote image is caught.
@@ -229,11 +244,29 @@ def test_html_page_shows_plots_and_image_pairs_and_makes_no_network_request(outp
     assert _page_requests(chromium, control, tmp_path) == ["http://127.0.0.1:9/pixel.png"]
     pixels = np.asarray(Image.open(shot).convert("RGB"))
     top = pixels[:1300]  # the tables and plots come first, the image pairs after them
-    # The accuracy plot's markers (original blue, perturbed orange; about 50 pixels each, 2 of each
-    # colour per benchmark's panel), the red category bars and the red verdict badges.
+    # The accuracy plot's markers and intervals (original blue, perturbed orange, 2 of each colour per
+    # benchmark's panel), the forest plot's red categories (the memoriser loses every one) and the red badges.
     assert _count_near(pixels, (0x15, 0x65, 0xC0)) > 150
     assert _count_near(pixels, (0xE6, 0x51, 0x00)) > 150
-    assert _count_near(pixels, (0xC6, 0x28, 0x28)) > 5000
+    assert _count_near(pixels, (0xC6, 0x28, 0x28)) > 1500
+    # Opened: the page's address names an image's anchor, as a click on it does.
+    zoomed = tmp_path / "zoomed.png"
+    subprocess.run(
+        [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile-zoom'}", f"--screenshot={zoomed}",
+         "--window-size=1300,900", f"{page.as_uri()}#{anchors[0]}"],
+        check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    view = np.asarray(Image.open(zoomed).convert("RGB")).astype(int)
+    dark = view.sum(axis=-1) < 3 * 70  # the overlay dims the white page around the image
+    assert dark[:, :40].mean() > 0.9 and dark[:, -40:].mean() > 0.9
+    rows, columns = np.nonzero(view.min(axis=-1) > 200)  # the photo's own white background, undimmed
+    shown = (columns.max() - columns.min() + 1, rows.max() - rows.min() + 1)
+    uri = re.search(
+        rf'id="{anchors[0]}" href="#{anchors[0]}"><img alt="[^"]*" src="data:image/jpeg;base64,([^"]+)"', text
+    )
+    stored = Image.open(io.BytesIO(base64.b64decode(uri.group(1)))).size
+    assert max(stored) >= 320 and abs(shown[0] - stored[0]) <= 2 and abs(shown[1] - stored[1]) <= 2  # full size
+    assert ".pair img{width:360px" in text  # and at least 320 px wide on the page before it is opened
     # Photographs: many distinct colours, which tables and plots never have.
     # (measured: about 140 quantised colours in the plots and tables, about 2,600 with the photos)
     assert len(np.unique(pixels.reshape(-1, 3) // 8, axis=0)) > 1000
@@ -299,7 +332,8 @@ def test_peer_detectors_sit_beside_the_perturbation_verdict(outputs, tmp_path):
         f"| contam\\_test\\_memoriser | mmstar | -100.0 (contaminated) | {100 * (kept_by_stratum - 1):+.1f} "
         f"(flagged, p {lost:.2g}, n 12) |" in markdown
     )
-    assert f"| dummy (response=A) | realworldqa | - | {-100 * right / 12:+.1f} (" in markdown
+    assert f"| dummy | realworldqa | - | {-100 * right / 12:+.1f} (" in markdown  # its short name
+    assert "| dummy | dummy (response=A) |" in markdown  # and its full identity under Models
     assert "<h2>Peer detectors</h2>" in page.read_text()
 
 

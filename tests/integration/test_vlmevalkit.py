@@ -150,7 +150,8 @@ def test_vlmevalkit_runs_the_export_and_the_report_gives_each_model_its_verdict(
     assert not detectors[("oracle", "option_shuffle")]["flagged"]
     assert detectors[("oracle", "text_only")]["score"] == 1.0 and detectors[("oracle", "text_only")]["flagged"]
     markdown = (tmp_path / "r.md").read_text()
-    assert "| memoriser (VLMEvalKit) | mmstar | VLMEvalKit |" in markdown
+    assert "| memoriser | mmstar | VLMEvalKit |" in markdown  # the host has a column of its own
+    assert "| memoriser | memoriser (VLMEvalKit) |" in markdown
     assert "Answers matched by:" in markdown
 
 
