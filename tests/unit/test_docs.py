@@ -29,7 +29,7 @@ def test_the_readme_is_short_and_its_two_commands_are_what_ci_runs():
     # The first screen: what it is, then how to check a model.
     assert readme.index("## Check a model with lmms-eval") < readme.index("## What the verdicts mean")
     # Every link to a file of the repository resolves.
-    for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", readme):
+    for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", readme) + re.findall(r'src="([^":]+)"', readme):
         assert (REPO / target).exists(), target
 
 
