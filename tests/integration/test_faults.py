@@ -804,8 +804,11 @@ def test_report_escapes_what_the_user_wrote(harness_run, tmp_path, capsys):
     lines = (tmp_path / "r.md").read_text().splitlines()
     header = lines.index("## Leaderboard") + 2
     cells = lambda line: len(re.findall(r"(?<!\\)\|", line))  # noqa: E731 (unescaped column separators)
-    assert "contam\\_test\\_memoriser" in lines[header + 2]
+    assert lines[header + 2].startswith("| x\\|y |")  # the model's short name: its weights, `|` escaped
     assert cells(lines[header + 2]) == cells(lines[header])  # the injected `|` made no column
+    models = lines.index("## Models") + 2  # and its full identity, escaped as well
+    identity = next(line for line in lines[models + 2 :] if "contam\\_test\\_memoriser" in line)
+    assert cells(identity) == cells(lines[models])
     text = "\n".join(lines)
     assert not re.search(r"(?<!\\)<script|(?<!\\)\]\(http|\n# heading", text)  # no live tag, link or heading
     assert "x\\|y" in text
