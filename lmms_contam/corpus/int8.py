@@ -31,6 +31,9 @@ WIDE = (127, 128)  # with VNNI, which sums in int32: uint8 in [1, 255], twice as
 ROUNDING_SLACK = 2.0**-18  # times the terms' magnitudes: float32 scaling and sums of the products, float64 re-checks
 
 
+UNIT = 2.0**-24  # float32's unit roundoff
+
+
 @numba.njit(nogil=True, parallel=True, cache=True, fastmath={"reassoc", "contract"})
 def _quantize(
     rows: np.ndarray,
@@ -43,30 +46,42 @@ def _quantize(
     norms: np.ndarray,
     quantized_norms: np.ndarray,
     offsets: np.ndarray,
+    offset_errors: np.ndarray,
 ) -> None:
-    """Row i minus the centre c to round((x - c) / s) + shift with s = max |x - c| / levels; keeps s,
-    |q s - (x - c)|, |x - c|, |q s| and x.c. Differences of float32 values are exact in float64."""
+    """Row i minus the centre c to round((x - c) / s) + shift with s = max |x - c| / levels, in float32 (16
+    lanes a vector). Keeps s and upper bounds on |q s - (x - c)| and |x - c|, |q s|, x.c and a bound on
+    that product's error: every float32 rounding is accounted for, so the bounds are rigorous."""
+    dim, zero = rows.shape[1], np.float32(shift)
+    growth = 1.0 / (1.0 - dim * UNIT)  # a float32 sum of d non-negative terms is at least this fraction short
     for i in numba.prange(rows.shape[0]):
-        peak = 0.0
-        for j in range(rows.shape[1]):
-            peak = max(peak, abs(np.float64(rows[i, j]) - np.float64(centre[j])))
-        scale = np.float32(peak / levels)
-        if scale == 0:  # a row equal to the centre, or too close for a float32 scale: all levels 0, its error exact
+        peak = np.float32(0.0)
+        for j in range(dim):
+            peak = max(peak, abs(rows[i, j] - centre[j]))
+        scale = np.float32(peak / np.float32(levels))
+        if not scale > 0:  # a row equal to the centre, or too close for a float32 scale: all levels 0, its error exact
             scale = np.float32(1.0)
-        step, inverse = np.float64(scale), 1.0 / np.float64(scale)  # any level is sound: its error is measured
-        error, norm, quantized_norm, offset = 0.0, 0.0, 0.0, 0.0
-        for j in range(rows.shape[1]):
-            value = np.float64(rows[i, j]) - np.float64(centre[j])
-            level = min(max(np.rint(value * inverse), -levels), levels)
-            out[i, j] = level + shift
-            dequantized = level * step
-            error += (dequantized - value) ** 2
+        inverse = np.float32(1.0) / scale  # any level is sound: its error is measured
+        error, norm, offset, offset_size = np.float32(0.0), np.float32(0.0), np.float32(0.0), np.float32(0.0)
+        squares = np.float32(0.0)
+        for j in range(dim):
+            value = rows[i, j] - centre[j]  # rounded: within UNIT |x - c| of the exact difference
+            level = min(max(np.rint(value * inverse), np.float32(-levels)), np.float32(levels))
+            out[i, j] = level + zero
+            missed = level * scale - value  # within UNIT (|q s| + |missed|) of q s - value
+            error += missed * missed
             norm += value * value
-            quantized_norm += dequantized * dequantized
-            offset += np.float64(rows[i, j]) * np.float64(centre[j])
+            squares += level * level  # integers: exact until the sum passes 2^24
+            product = rows[i, j] * centre[j]
+            offset += product
+            offset_size += abs(product)
+        value_norm = np.sqrt(np.float64(norm) * growth) / (1.0 - UNIT)
+        quantized_norm = np.float64(scale) * np.sqrt(np.float64(squares) * growth)
+        # |q s - (x - c)| <= |missed| + UNIT (|q s| + |missed|) + UNIT |x - c|, summed as vectors.
+        missed_norm = np.sqrt(np.float64(error) * growth)
         scales[i] = scale
-        errors[i], norms[i], quantized_norms[i] = np.sqrt(error), np.sqrt(norm), np.sqrt(quantized_norm)
-        offsets[i] = offset
+        errors[i] = missed_norm * (1.0 + UNIT) + UNIT * (quantized_norm + value_norm)
+        norms[i], quantized_norms[i], offsets[i] = value_norm, quantized_norm, offset
+        offset_errors[i] = (dim + 2) * UNIT * np.float64(offset_size) * growth
 
 
 @dataclass(frozen=True)
@@ -80,21 +95,25 @@ class Quantized:
 
     levels: np.ndarray  # (n, d) int8, or uint8 shifted by the zero point
     scales: np.ndarray  # (n,) float32: row i - c is about levels[i] * scales[i]
-    errors: np.ndarray  # (n,) |dequantized - (original - c)|
-    norms: np.ndarray  # (n,) |original - c|
+    errors: np.ndarray  # (n,) at least |dequantized - (original - c)|
+    norms: np.ndarray  # (n,) at least |original - c|
     quantized_norms: np.ndarray  # (n,) |dequantized|
-    offsets: np.ndarray  # (n,) original . c
+    offsets: np.ndarray  # (n,) original . c, summed in float32
+    offset_errors: np.ndarray  # (n,) at least |offsets - original . c|
 
     def corpus_bounds(self, centre: np.ndarray) -> np.ndarray:
-        """(scale, |y' - y|, |y'|, y.c - c.c rounded up) per corpus row, as screen_int8_tile reads them."""
+        """(scale, |y' - y|, |y'|, y.c - c.c rounded up, how far up) per corpus row, as screen_int8_tile and
+        seed_floors read them."""
         shift = self.offsets - float(np.dot(centre.astype(np.float64), centre.astype(np.float64)))
-        upper = shift + ROUNDING_SLACK * (np.abs(shift) + np.abs(self.offsets))
-        return np.stack([self.scales, self.errors, self.quantized_norms, upper]).astype(np.float32)
+        width = self.offset_errors + ROUNDING_SLACK * (np.abs(shift) + np.abs(self.offsets))
+        return np.stack([self.scales, self.errors, self.quantized_norms, shift + width, width]).astype(np.float32)
 
     def eval_bounds(self) -> np.ndarray:
-        """(|x' - x| + rounding slack, |x|, x.c rounded up) per eval row, as screen_int8_tile reads them."""
-        upper = self.offsets + ROUNDING_SLACK * np.abs(self.offsets)
-        return np.stack([self.errors + ROUNDING_SLACK * self.quantized_norms, self.norms, upper]).astype(np.float32)
+        """(|x' - x| + rounding slack, |x|, x.c rounded up, how far up) per eval row, as screen_int8_tile and
+        seed_floors read them."""
+        width = self.offset_errors + ROUNDING_SLACK * np.abs(self.offsets)
+        slack = self.errors + ROUNDING_SLACK * self.quantized_norms
+        return np.stack([slack, self.norms, self.offsets + width, width]).astype(np.float32)
 
 
 def quantize(rows: np.ndarray, centre: np.ndarray, levels: int, zero_point: int = 0) -> Quantized:
@@ -107,9 +126,10 @@ def quantize(rows: np.ndarray, centre: np.ndarray, levels: int, zero_point: int 
         norms=np.empty(n),
         quantized_norms=np.empty(n),
         offsets=np.empty(n),
+        offset_errors=np.empty(n),
     )
     _quantize(
-        rows,
+        np.asarray(rows, np.float32),
         np.asarray(centre, np.float32),
         levels,
         zero_point,
@@ -119,6 +139,7 @@ def quantize(rows: np.ndarray, centre: np.ndarray, levels: int, zero_point: int 
         result.norms,
         result.quantized_norms,
         result.offsets,
+        result.offset_errors,
     )
     return result
 

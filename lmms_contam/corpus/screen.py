@@ -89,14 +89,17 @@ def seed_floors(tile: np.ndarray, corpus_bounds: np.ndarray, eval_bounds: np.nda
     k = seeds.shape[1]
     unused_ids = np.empty(seeds.shape, np.int64)
     scales, errors, quantized_norms, offsets = corpus_bounds[0], corpus_bounds[1], corpus_bounds[2], corpus_bounds[3]
+    offset_widths = corpus_bounds[4]
     for group in numba.prange(-(-n_eval // GROUP)):
         first, last = group * GROUP, min(group * GROUP + GROUP, n_eval)
         slacks, norms, shifts = eval_bounds[0, first:last], eval_bounds[1, first:last], eval_bounds[2, first:last]
+        widths = eval_bounds[3, first:last]
         for c in range(n_corpus):
             scale, error, norm, shift = scales[c], errors[c], quantized_norms[c], offsets[c]
+            width = offset_widths[c]
             for j in range(last - first):
-                estimate = tile[c, first + j] * scale + shifts[j] + shift
-                bound = slacks[j] * norm + norms[j] * error
+                estimate = tile[c, first + j] * scale + shifts[j] + shift  # both offsets rounded up
+                bound = slacks[j] * norm + norms[j] * error + 2 * (widths[j] + width)
                 low = (
                     estimate
                     - bound
@@ -126,8 +129,9 @@ def screen_int8_tile(
 
     `tile[c, r]` is corpus row c (id first_id + c, float32 `corpus_rows[c]`) against eval row r
     (`queries[r]`), from their quantized copies centred on a shared vector, and before c's scale. With
-    corpus_bounds[:, c] = (scale, |y' - y|, |y'|, its offset) and eval_bounds[:, r] = (|x' - x| + rounding
-    slack, |x|, its offset), the exact cosine is at most tile * scale + (|x' - x| + slack) |y'| + |x| |y' - y|
+    corpus_bounds[:, c] = (scale, |y' - y|, |y'|, its offset rounded up, ...) and eval_bounds[:, r] =
+    (|x' - x| + rounding slack, |x|, its offset rounded up, ...), the exact cosine is at most tile * scale
+    + (|x' - x| + slack) |y'| + |x| |y' - y|
     plus both offsets (int8.Quantized). An entry whose bound is at most min(row's k-th best, count_above)
     can neither enter nor be counted, nor can one at most min(`seeds[r]`, count_above), a lower bound on
     the row's k-th best (seed_floors); every other one is recomputed from the float32 rows, then inserted

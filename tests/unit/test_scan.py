@@ -265,7 +265,7 @@ def test_int8_error_bound_holds_for_every_pair_and_levels_stay_in_range(scheme, 
     x = evals.levels * evals.scales[:, None].astype(np.float64)
     y = (corpus.levels.astype(np.float64) - zero_point) * corpus.scales[:, None]
     exact = rows.astype(np.float64) @ rows.T.astype(np.float64)
-    (slack, norm, eval_shift), (_, error, quantized_norm, corpus_shift) = (
+    (slack, norm, eval_shift, _), (_, error, quantized_norm, corpus_shift, _) = (
         evals.eval_bounds(),
         corpus.corpus_bounds(centre),
     )
