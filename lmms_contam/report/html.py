@@ -36,6 +36,7 @@ from lmms_contam.report.render import (  # noqa: E402
 )
 
 MAX_FLAGGED_SHOWN = 24
+PAGE_PAIRS = 120  # image pairs on one page: each image is full-size (up to 1,280 px), so the page stays tens of MB
 VERDICT_COLOUR = {"contaminated": "#c62828", "inconclusive": "#ef6c00", "no evidence": "#2e7d32"}
 STYLE = """
 body{font-family:sans-serif;margin:24px;color:#222;max-width:1300px}
@@ -193,14 +194,19 @@ def _anchor(*parts: str) -> str:
     return "img-" + hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:16]
 
 
-def _flagged_section(result: BenchmarkResult, name: str) -> str:
-    shown = result.flagged[:MAX_FLAGGED_SHOWN]
+def _flagged_section(result: BenchmarkResult, name: str, room: int) -> str:
+    """The first flagged items of one model and benchmark as image pairs, at most `room` of them."""
+    shown = result.flagged[: min(MAX_FLAGGED_SHOWN, room)]
     found, note = evidence_mod.collect(result.benchmark, {f.original.item_id for f in shown})
     parts = [f"<h3>{html.escape(name)}: {html.escape(result.benchmark)}: {len(result.flagged)} flagged</h3>"]
     if note:
         parts.append(f'<p class="note">{html.escape(note)}</p>')
     if len(result.flagged) > len(shown):
-        parts.append(f'<p class="note">showing the first {len(shown)} of {len(result.flagged)}</p>')
+        parts.append(
+            f'<p class="note">showing the first {len(shown)} of {len(result.flagged)} (at most {MAX_FLAGGED_SHOWN} '
+            f"per model and benchmark and {PAGE_PAIRS} on the page, whose images are full-size; every flagged "
+            "item is in the JSON)</p>"
+        )
     for item in shown:
         ev = found.get(item.original.item_id)
         key = (name, result.benchmark, item.original.item_id)
@@ -310,7 +316,10 @@ def to_html(analysed: Analysed) -> str:
             "<h2>Flagged items (right on the original, wrong on its counterfactual)</h2>"
             '<p class="note">Click an image to see it at full size; click again to close it.</p>'
         )
-        sections += [_flagged_section(r, names[r.model]) for r in results if r.flagged]
+        room = PAGE_PAIRS
+        for r in (r for r in results if r.flagged):
+            sections.append(_flagged_section(r, names[r.model], room))
+            room -= min(MAX_FLAGGED_SHOWN, room, len(r.flagged))
     if names:
         sections += ["<h2>Models</h2>", _table(*model_rows(analysed))]
     body = "\n".join(sections)

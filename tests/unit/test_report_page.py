@@ -134,3 +134,18 @@ def test_the_accuracy_plot_stays_readable_with_10_models_and_9_benchmarks():
     extents = [axis.get_tightbbox(renderer) for axis in panels]
     assert not _overlaps(extents)
     html.plt.close(figure)
+
+
+def test_a_page_shows_a_bounded_number_of_full_size_image_pairs():
+    """Each image is stored at full size, so ten models flagging many items on nine benchmarks must not make
+    a page of gigabytes: at most PAGE_PAIRS pairs, each section saying how many it shows of how many."""
+    toys = tuple(f"toybench{i}" for i in range(9))  # no set resolves for them: the pairs come without images
+    models = [f"m (pretrained=/ckpt/model{i})" for i in range(10)]
+    analysed = analysed_models(models, toys, {(m, b): 0.9 for m in models for b in toys})
+    flagged = sum(len(r.flagged) for r in analysed.results)
+    assert flagged > html.PAGE_PAIRS
+    page = html.to_html(analysed)
+    assert page.count('<div class="pair">') == html.PAGE_PAIRS
+    cut = [r for r in analysed.results if len(r.flagged) > html.MAX_FLAGGED_SHOWN]
+    assert cut and f"showing the first {html.MAX_FLAGGED_SHOWN} of {len(cut[0].flagged)}" in page
+    assert page.count("showing the first 0 of") > 0  # sections past the budget name their items' count only
