@@ -139,6 +139,8 @@ def _bench_scan(args: argparse.Namespace) -> int:
 
     names = ("eval", "corpus", "dim", "shards", "k", "images", "embedder", "dtype", "vectors", "growth")
     settings = {name: getattr(args, name) for name in names}
+    if args.plot and not args.growth:
+        return stop("bench-scan", "--plot draws the --growth figures: give both")
     try:
         if args.growth:
             return _bench_growth(args, settings)

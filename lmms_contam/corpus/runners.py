@@ -17,6 +17,7 @@ from typing import Any
 class LocalRunner:
     name = "in-process"
     resubmitted: tuple = ()  # in-process jobs are never lost to a worker
+    in_order = True  # jobs run one after another here: the next one's input can be read ahead
 
     def imap(
         self, function: Callable[[Any, Any], Any], shared: Any, jobs: list, labels: list[str] | None = None
@@ -66,6 +67,7 @@ class RayRunner:
             ray.init(address=address, num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
         self.ray = ray
         self.name = f"Ray ({address or 'auto'})"
+        self.in_order = False  # any worker on any node takes the next job
         self.resubmitted: list[dict] = []  # the last imap's jobs submitted again: {"job": label, "lost": error}
 
     def imap(

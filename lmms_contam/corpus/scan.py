@@ -18,7 +18,7 @@ import threading
 import time
 import warnings
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -113,8 +113,7 @@ CPU_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
 @functools.cache
 def tile_bytes() -> int:
     """Products per tile: twice the level-2 caches of the cores that screen them, between 1 and 32 MiB, so
-    the screen reads a tile from cache right after its product. On a 2-core Xeon (2 MiB of L2 each) 8 MiB
-    tiles scanned 1.5x (int8) and 1.1x (float32) as fast as 32 MiB ones, which came from L3."""
+    the screen reads a tile from L2 right after its product rather than from L3 or memory."""
     per_core = 1 << 20  # where Linux does not say
     for index in CPU_CACHES.glob("index*"):
         with contextlib.suppress(OSError, ValueError):
@@ -156,10 +155,19 @@ class ProductTiles:
                 yield first, last, column, tile.numpy()
 
 
-class PhaseClock:
-    """Seconds spent in each phase of a scan, for `bench-scan`'s breakdown; `None` phases cost nothing."""
+@dataclass
+class ScanProfile:
+    """Where a scan's time goes, for `bench-scan`'s breakdown: seconds per phase, and how many entries the
+    reduced-precision products could not decide and were recomputed exactly."""
 
-    def __init__(self, profile: dict | None) -> None:
+    seconds: dict[str, float] = field(default_factory=dict)
+    recomputed: int = 0
+
+
+class PhaseClock:
+    """Adds the seconds of each phase to a ScanProfile; with none, timing costs nothing."""
+
+    def __init__(self, profile: ScanProfile | None) -> None:
         self.profile = profile
 
     @contextlib.contextmanager
@@ -171,7 +179,7 @@ class PhaseClock:
         try:
             yield
         finally:
-            self.profile[phase] = self.profile.get(phase, 0.0) + time.perf_counter() - start
+            self.profile.seconds[phase] = self.profile.seconds.get(phase, 0.0) + time.perf_counter() - start
 
     def timed(self, phase: str, items: Iterator) -> Iterator:
         """The items of an iterator, the time spent producing each counted in `phase`."""
@@ -189,26 +197,21 @@ class PhaseClock:
 READS = "reads, casts and finiteness checks"
 
 
-def _scan_exact(
-    queries: np.ndarray,
-    corpus: np.ndarray,
-    offset: int,
-    k: int,
-    chunk: int,
-    count_above: float,
-    profile: dict | None = None,
-) -> TopK:
+def _blocks(corpus: np.ndarray, chunk: int, offset: int, clock: PhaseClock) -> Iterator[tuple[int, object]]:
+    """(first row, the rows as a checked float32 torch tensor) for each chunk of the corpus."""
+    for start in range(0, len(corpus), chunk):
+        with clock(READS):
+            block = _finite_block(corpus, start, chunk, offset)
+        yield start, block
+
+
+def _scan_exact(queries: np.ndarray, blocks: Iterator, offset: int, best: TopK, count_above: float, clock) -> None:
     """float32 products tile by tile, each screened into the running top-k right after its product,
     while still in cache. Global ids are written as they are found: no per-chunk merge."""
     from lmms_contam.corpus.screen import screen_tile
 
-    best = TopK.empty(len(queries), k)
-    if not len(queries):
-        return best
-    tiles, clock = ProductTiles(queries), PhaseClock(profile)
-    for start in range(0, len(corpus), chunk):
-        with clock(READS):
-            block = _finite_block(corpus, start, chunk, offset)
+    tiles = ProductTiles(queries)
+    for start, block in blocks:
         for first, last, column, tile in clock.timed("float32 products", tiles(block)):
             with clock("screening"):
                 screen_tile(
@@ -219,31 +222,18 @@ def _scan_exact(
                     best.above[first:last],
                     count_above,
                 )
-    return best
 
 
-def _scan_int8(
-    queries: np.ndarray,
-    corpus: np.ndarray,
-    offset: int,
-    k: int,
-    chunk: int,
-    count_above: float,
-    profile: dict | None = None,
-) -> TopK:
+def _scan_int8(queries: np.ndarray, blocks: Iterator, offset: int, best: TopK, count_above: float, clock) -> None:
     """Integer products tile by tile (int8.py), every entry they cannot rule out recomputed exactly."""
     from lmms_contam.corpus.int8 import Int8Tiles
     from lmms_contam.corpus.screen import screen_int8_tile, seed_floors
 
-    best = TopK.empty(len(queries), k)
-    if not len(queries):
-        return best
-    tiles, clock = Int8Tiles(queries, *tile_layout(len(queries))), PhaseClock(profile)
+    tiles = Int8Tiles(queries, *tile_layout(len(queries)))
     recomputed = np.zeros(len(queries), dtype=np.int64)
-    seeds = np.full((len(queries), k), -np.inf, dtype=np.float32)
-    for start in range(0, len(corpus), chunk):
-        with clock(READS):
-            block = _finite_block(corpus, start, chunk, offset).numpy()
+    seeds = np.full(best.sims.shape, -np.inf, dtype=np.float32)
+    for start, torch_block in blocks:
+        block = torch_block.numpy()
         with clock("quantization"):
             quantized, bounds = tiles.quantize_corpus(block)
         for first, last, column, tile in clock.timed("integer products", tiles(quantized)):
@@ -264,9 +254,8 @@ def _scan_int8(
                     recomputed[first:last],
                     seeds[first:last, -1],
                 )
-    if profile is not None:
-        profile["entries recomputed exactly"] = profile.get("entries recomputed exactly", 0) + int(recomputed.sum())
-    return best
+    if clock.profile is not None:
+        clock.profile.recomputed += int(recomputed.sum())
 
 
 def _reduced_chunk(
@@ -305,14 +294,14 @@ def scan_matrix(
     count_above: float = 0.9,
     precision: str = "float32",
     device: str = "cpu",
-    profile: dict | None = None,
+    profile: ScanProfile | None = None,
 ) -> TopK:
     """Top-k of eval_vectors (n, d) against corpus rows (m, d), whose global ids start at `offset`.
 
     `precision` int8 computes the products in 8-bit integers on the CPU (int8.py), float16/bfloat16 in
     that precision on `device` (a GPU's fast path); both recompute in float32 or better every entry that
-    could be in the top-k or above the threshold, so results stay exact. `profile`, a dict, collects the
-    seconds of each phase of the CPU scans (bench-scan's breakdown).
+    could be in the top-k or above the threshold, so results stay exact. `profile` collects where the CPU
+    scans' time goes (bench-scan's breakdown).
     """
     if eval_vectors.ndim != 2 or corpus.ndim != 2 or eval_vectors.shape[1] != corpus.shape[1]:
         raise ValueError(f"dimension mismatch: eval {eval_vectors.shape}, corpus {corpus.shape}")
@@ -324,12 +313,14 @@ def scan_matrix(
     bad = np.flatnonzero(~np.isfinite(queries).all(axis=1))
     if len(bad):
         raise ValueError(f"eval vector {bad[0]} holds NaN or infinite values")
-    if precision == "float32":
-        return _scan_exact(queries, corpus, offset, k, chunk, count_above, profile)
-    if precision == "int8":
-        if device != "cpu":
-            raise ValueError(f"precision int8 runs on the CPU, not {device}; use float16 or bfloat16 there")
-        return _scan_int8(queries, corpus, offset, k, chunk, count_above, profile)
+    if precision == "int8" and device != "cpu":
+        raise ValueError(f"precision int8 runs on the CPU, not {device}; use float16 or bfloat16 there")
+    if precision in ("float32", "int8"):
+        best, clock = TopK.empty(len(queries), k), PhaseClock(profile)
+        if len(queries):
+            kernel = _scan_exact if precision == "float32" else _scan_int8
+            kernel(queries, _blocks(corpus, chunk, offset, clock), offset, best, count_above, clock)
+        return best
     import torch
 
     reduced = torch.from_numpy(queries).to(device, getattr(torch, precision))
@@ -437,12 +428,14 @@ def scan_shards(
         for name, path, offset in shards
     }
     todo = [(name, path, offset) for name, path, offset in shards if not done[name].exists()]
-    following = [*(str(path) for _, path, _ in todo[1:]), None][: len(todo)]  # what an in-process runner scans next
+    runner = runner or LocalRunner()
+    # The next job's shard is read ahead only where jobs run one after another in this process.
+    following = ([str(path) if runner.in_order else None for _, path, _ in todo[1:]] + [None])[: len(todo)]
     jobs = [
         (str(path), offset, k, chunk, count_above, precision, device, next_path)
         for (_, path, offset), next_path in zip(todo, following, strict=True)
     ]
-    results = (runner or LocalRunner()).imap(_scan_shard, queries, jobs, labels=[name for name, _, _ in todo])
+    results = runner.imap(_scan_shard, queries, jobs, labels=[name for name, _, _ in todo])
     for index, result in tqdm(results, total=len(jobs), desc="scanning shards", unit="shard", disable=len(jobs) < 2):
         save(result, done[todo[index][0]])
     total = TopK.empty(len(eval_vectors), k)

@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -107,9 +107,6 @@ def _directions(seed: int, clusters: int, dim: int) -> tuple[np.ndarray, np.ndar
 def corpus_rows(listed: list[tuple[str, Path, int]]) -> int:
     """Rows in listed shards: the last one's offset plus its length."""
     return listed[-1][2] + len(np.load(listed[-1][1], mmap_mode="r"))
-
-
-VECTORS = ("random", "clip-like")
 
 
 def eval_vectors(vectors: str, n: int, dim: int) -> np.ndarray:
@@ -240,19 +237,20 @@ def scan_figures(
 
 @dataclass(frozen=True)
 class ScanCheck:
-    """One more scan, untimed for the ratios: its phases and its result against float64 brute force."""
+    """One more scan, untimed for the ratios: where its time went and its result against float64 brute force."""
 
     precision: str
-    phases: dict[str, float]  # seconds per phase; "entries recomputed exactly" is a count
+    profile: scan.ScanProfile
     exact: bool
     detail: str
 
     def lines(self) -> list[str]:
-        timed = {phase: value for phase, value in self.phases.items() if "entries" not in phase}
-        total = sum(timed.values())
+        seconds = self.profile.seconds
+        total = sum(seconds.values())
         lines = [f"{self.precision} scan, where the time goes ({total:.2f} s in all):"]
-        lines += [f"  {phase:<40} {seconds:8.3f} s  {100 * seconds / total:5.1f}%" for phase, seconds in timed.items()]
-        lines += [f"  {phase:<40} {value:>10,}" for phase, value in self.phases.items() if "entries" in phase]
+        lines += [f"  {phase:<40} {spent:8.3f} s  {100 * spent / total:5.1f}%" for phase, spent in seconds.items()]
+        if self.precision != "float32":
+            lines.append(f"  {'entries recomputed exactly':<40} {self.profile.recomputed:>10,}")
         return [*lines, f"exact against float64 brute force: {'yes' if self.exact else 'NO'} ({self.detail})"]
 
 
@@ -281,19 +279,19 @@ def brute_force_float64(queries: np.ndarray, shards: list[np.ndarray], k: int) -
 def check_scan(
     queries: np.ndarray, listed: list[tuple[str, Path, int]], shards: list[np.ndarray], k: int, precision: str
 ) -> ScanCheck:
-    """The scan's phases, and its ids and cosines against float64 brute force: every similarity within
+    """Where the scan's time goes, and its ids and cosines against float64 brute force: every similarity within
     1e-5, and every id the reference ranks above its k-th best by more than that found."""
-    phases: dict[str, float] = {}
+    profile = scan.ScanProfile()
     found = scan.TopK.empty(len(queries), k)
     for _, path, offset in listed:
         corpus = np.load(path, mmap_mode="r", allow_pickle=False)
-        found = scan.merge(found, scan.scan_matrix(queries, corpus, offset, k, precision=precision, profile=phases))
+        found = scan.merge(found, scan.scan_matrix(queries, corpus, offset, k, precision=precision, profile=profile))
     truth = brute_force_float64(queries, shards, k)
     worst = float(np.max(np.abs(found.sims - truth.sims)))
     clear = truth.sims > truth.sims[:, -1:] + 1e-5
     missed = sum(len(set(truth.ids[r][clear[r]]) - set(found.ids[r])) for r in range(len(queries)))
     detail = f"largest cosine difference {worst:.2e}, {missed} id(s) missed of {int(clear.sum())} clear of ties"
-    return ScanCheck(precision=precision, phases=phases, exact=worst <= 1e-5 and missed == 0, detail=detail)
+    return ScanCheck(precision=precision, profile=profile, exact=worst <= 1e-5 and missed == 0, detail=detail)
 
 
 def _scan(
@@ -622,7 +620,7 @@ def as_json(figures: list[Figure], settings: dict, check: ScanCheck) -> str:
             "settings": settings,
             "peak_rss_kib_of_this_process": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
             "figures": [{**f.__dict__, "ratio": f.ratio, "meets_target": f.meets_target} for f in figures],
-            "check": check.__dict__,
+            "check": asdict(check),
         },
         indent=2,
     )

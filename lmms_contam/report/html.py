@@ -9,6 +9,7 @@ import base64
 import hashlib
 import html
 import io
+import math
 
 import matplotlib
 
@@ -64,6 +65,11 @@ PAGE_INCHES = 12.5  # 1,250 px at 100 dpi: within the page's 1,300 px, so nothin
 PANELS_PER_ROW = 3
 
 
+def _plain(text: str) -> str:
+    """A label as written: a `$` in a model's name or arguments is not the start of mathtext."""
+    return text.replace("$", r"\$")
+
+
 def accuracy_figure(results: list[BenchmarkResult], names: dict[str, str]):
     """Original vs perturbed accuracy with 95% CIs: a panel per benchmark, a row per model (its display
     name on the axis), so 10 models and 9 benchmarks stay readable."""
@@ -104,7 +110,7 @@ def accuracy_figure(results: list[BenchmarkResult], names: dict[str, str]):
                     markersize=5,
                     label=label if y == 0 else None,
                 )
-        axis.set_yticks(range(len(models)), [names[m].replace("$", r"\$") for m in models], fontsize=LABEL_POINTS)
+        axis.set_yticks(range(len(models)), [_plain(names[m]) for m in models], fontsize=LABEL_POINTS)
         axis.set_ylim(len(models) - 0.5, -0.5)
         axis.set_xlim(-2, 102)
         axis.set_title(benchmark, fontsize=LABEL_POINTS + 1)
@@ -120,7 +126,7 @@ def forest_axis_limits(results: list[BenchmarkResult]) -> tuple[float, float]:
     """One axis for every forest plot of the page, in points, so a +2 and a -30 look as different as they are."""
     ends = [100 * value for r in results for c in r.categories for value in (c.ci_low, c.ci_high)]
     ends += [100 * value for r in results if r.categories for value in (r.comparison.ci_low, r.comparison.ci_high)]
-    reach = max([10.0, *(abs(value) for value in ends if value == value)])
+    reach = max([10.0, *(abs(value) for value in ends if not math.isnan(value))])
     reach = min(100.0, 5 * -(-reach // 5))
     return -reach - 2, reach + 2
 
@@ -155,12 +161,12 @@ def forest_figure(result: BenchmarkResult, names: dict[str, str], limits: tuple[
     axis.axvline(0, color="#333", linewidth=1)
     axis.axvline(100 * overall.delta, color="#222", linewidth=1, linestyle="--", alpha=0.5)
     labels = [f"{c.name} (n {c.n})" for c in categories] + [f"overall (n {overall.n_pairs})"]
-    axis.set_yticks([*range(len(categories)), y], [label.replace("$", r"\$") for label in labels])
+    axis.set_yticks([*range(len(categories)), y], [_plain(label) for label in labels])
     axis.tick_params(labelsize=LABEL_POINTS)
     axis.set_ylim(y + 0.7, -0.7)
     axis.set_xlim(*limits)
     axis.set_xlabel("delta (perturbed - original), points, 95% interval", fontsize=LABEL_POINTS)
-    axis.set_title(f"{names[result.model]}: {result.benchmark}".replace("$", r"\$"), fontsize=LABEL_POINTS + 1)
+    axis.set_title(_plain(f"{names[result.model]}: {result.benchmark}"), fontsize=LABEL_POINTS + 1)
     axis.grid(axis="x", alpha=0.3)
     return figure
 
