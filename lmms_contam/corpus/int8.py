@@ -18,7 +18,10 @@ here, and a mismatch stops it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -32,56 +35,80 @@ ROUNDING_SLACK = 2.0**-18  # times the terms' magnitudes: float32 scaling and su
 
 
 UNIT = 2.0**-24  # float32's unit roundoff
+FLOAT32_MAX = np.float32(np.finfo(np.float32).max)
+STATS = 6  # per row: scale, error, norm, quantized norm, offset, offset error (Quantized's fields)
 
 
-@numba.njit(nogil=True, parallel=True, cache=True, fastmath={"reassoc", "contract"})
-def _quantize(
-    rows: np.ndarray,
-    centre: np.ndarray,
-    levels: int,
-    shift: int,
-    out: np.ndarray,
-    scales: np.ndarray,
-    errors: np.ndarray,
-    norms: np.ndarray,
-    quantized_norms: np.ndarray,
-    offsets: np.ndarray,
-    offset_errors: np.ndarray,
-) -> None:
-    """Row i minus the centre c to round((x - c) / s) + shift with s = max |x - c| / levels, in float32 (16
-    lanes a vector). Keeps s and upper bounds on |q s - (x - c)| and |x - c|, |q s|, x.c and a bound on
-    that product's error: every float32 rounding is accounted for, so the bounds are rigorous."""
-    dim, zero = rows.shape[1], np.float32(shift)
+@numba.njit(nogil=True, fastmath={"reassoc", "contract"}, cache=True)
+def _quantize_row(row: np.ndarray, centre: np.ndarray, levels: int, zero: np.float32, out, stats) -> int:
+    """Row x minus the centre c to round((x - c) / s) + zero with s = max |x - c| / levels, in float32 (16
+    lanes a vector). Writes s and upper bounds on |q s - (x - c)| and |x - c|, |q s|, x.c and a bound on
+    that product's error into `stats`: every float32 rounding is accounted for, so the bounds are rigorous.
+    Returns how many of the row's values are NaN or infinite (the bounds then mean nothing)."""
+    dim = row.shape[0]
     growth = 1.0 / (1.0 - dim * UNIT)  # a float32 sum of d non-negative terms is at least this fraction short
+    peak, nonfinite = np.float32(0.0), 0
+    for j in range(dim):
+        peak = max(peak, abs(row[j] - centre[j]))
+        nonfinite += not abs(row[j]) <= FLOAT32_MAX
+    scale = np.float32(peak / np.float32(levels))
+    if not scale > 0:  # a row equal to the centre, or too close for a float32 scale: all levels 0, its error exact
+        scale = np.float32(1.0)
+    inverse = np.float32(1.0) / scale  # any level is sound: its error is measured
+    error, norm, offset, offset_size = np.float32(0.0), np.float32(0.0), np.float32(0.0), np.float32(0.0)
+    squares = np.float32(0.0)
+    for j in range(dim):
+        value = row[j] - centre[j]  # rounded: within UNIT |x - c| of the exact difference
+        level = min(max(np.rint(value * inverse), np.float32(-levels)), np.float32(levels))
+        out[j] = level + zero
+        missed = level * scale - value  # within UNIT (|q s| + |missed|) of q s - value
+        error += missed * missed
+        norm += value * value
+        squares += level * level  # integers: exact until the sum passes 2^24
+        product = row[j] * centre[j]
+        offset += product
+        offset_size += abs(product)
+    value_norm = np.sqrt(np.float64(norm) * growth) / (1.0 - UNIT)
+    quantized_norm = np.float64(scale) * np.sqrt(np.float64(squares) * growth)
+    # |q s - (x - c)| <= |missed| + UNIT (|q s| + |missed|) + UNIT |x - c|, summed as vectors.
+    missed_norm = np.sqrt(np.float64(error) * growth)
+    stats[0] = scale
+    stats[1] = missed_norm * (1.0 + UNIT) + UNIT * (quantized_norm + value_norm)
+    stats[2], stats[3], stats[4] = value_norm, quantized_norm, offset
+    stats[5] = (dim + 2) * UNIT * np.float64(offset_size) * growth
+    return nonfinite
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def _quantize(rows: np.ndarray, centre: np.ndarray, levels: int, shift: int, out, stats, nonfinite) -> None:
+    """float32 rows, each by _quantize_row, on every core."""
     for i in numba.prange(rows.shape[0]):
-        peak = np.float32(0.0)
-        for j in range(dim):
-            peak = max(peak, abs(rows[i, j] - centre[j]))
-        scale = np.float32(peak / np.float32(levels))
-        if not scale > 0:  # a row equal to the centre, or too close for a float32 scale: all levels 0, its error exact
-            scale = np.float32(1.0)
-        inverse = np.float32(1.0) / scale  # any level is sound: its error is measured
-        error, norm, offset, offset_size = np.float32(0.0), np.float32(0.0), np.float32(0.0), np.float32(0.0)
-        squares = np.float32(0.0)
-        for j in range(dim):
-            value = rows[i, j] - centre[j]  # rounded: within UNIT |x - c| of the exact difference
-            level = min(max(np.rint(value * inverse), np.float32(-levels)), np.float32(levels))
-            out[i, j] = level + zero
-            missed = level * scale - value  # within UNIT (|q s| + |missed|) of q s - value
-            error += missed * missed
-            norm += value * value
-            squares += level * level  # integers: exact until the sum passes 2^24
-            product = rows[i, j] * centre[j]
-            offset += product
-            offset_size += abs(product)
-        value_norm = np.sqrt(np.float64(norm) * growth) / (1.0 - UNIT)
-        quantized_norm = np.float64(scale) * np.sqrt(np.float64(squares) * growth)
-        # |q s - (x - c)| <= |missed| + UNIT (|q s| + |missed|) + UNIT |x - c|, summed as vectors.
-        missed_norm = np.sqrt(np.float64(error) * growth)
-        scales[i] = scale
-        errors[i] = missed_norm * (1.0 + UNIT) + UNIT * (quantized_norm + value_norm)
-        norms[i], quantized_norms[i], offsets[i] = value_norm, quantized_norm, offset
-        offset_errors[i] = (dim + 2) * UNIT * np.float64(offset_size) * growth
+        nonfinite[i] = _quantize_row(rows[i], centre, levels, np.float32(shift), out[i], stats[i])
+
+
+@numba.njit(nogil=True, cache=True)
+def _decode_halves(halves: np.ndarray, out: np.ndarray) -> None:
+    """IEEE half-precision bits to float32, exactly (numba has no float16): normal and non-finite values by
+    moving their fields, zeros and subnormals as m 2^-24."""
+    bits = out.view(np.uint32)
+    for j in range(halves.shape[0]):
+        half = np.uint32(halves[j])
+        exponent = (half >> 10) & 0x1F
+        fields = ((half & 0x8000) << 16) | ((half & 0x3FF) << 13)
+        bits[j] = fields | (np.uint32(0x7F800000) if exponent == 31 else (exponent + 112) << 23)
+    for j in range(halves.shape[0]):
+        if halves[j] & 0x7C00 == 0:
+            magnitude = np.float32(halves[j] & 0x3FF) * np.float32(UNIT)
+            out[j] = -magnitude if halves[j] & 0x8000 else magnitude
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def _quantize_halves(halves: np.ndarray, centre: np.ndarray, levels: int, shift: int, decoded, out, stats, nonfinite):
+    """float16 rows (as their bits) decoded into `decoded` and quantized while in cache: one pass over the
+    shard's memory where a cast, a finiteness check and the quantization took three."""
+    for i in numba.prange(halves.shape[0]):
+        _decode_halves(halves[i], decoded[i])
+        nonfinite[i] = _quantize_row(decoded[i], centre, levels, np.float32(shift), out[i], stats[i])
 
 
 @dataclass(frozen=True)
@@ -93,6 +120,7 @@ class Quantized:
     tighter and fewer entries need the exact re-check.
     """
 
+    rows: np.ndarray  # (n, d) float32: the rows themselves (float16 ones decoded), for the exact re-check
     levels: np.ndarray  # (n, d) int8, or uint8 shifted by the zero point
     scales: np.ndarray  # (n,) float32: row i - c is about levels[i] * scales[i]
     errors: np.ndarray  # (n,) at least |dequantized - (original - c)|
@@ -116,32 +144,62 @@ class Quantized:
         return np.stack([slack, self.norms, self.offsets + width, width]).astype(np.float32)
 
 
-def quantize(rows: np.ndarray, centre: np.ndarray, levels: int, zero_point: int = 0) -> Quantized:
-    """int8 levels in [-levels, levels] (eval rows), or uint8 ones shifted by zero_point (corpus rows)."""
-    n = len(rows)
-    result = Quantized(
-        levels=np.empty(rows.shape, np.uint8 if zero_point else np.int8),
-        scales=np.empty(n, np.float32),
-        errors=np.empty(n),
-        norms=np.empty(n),
-        quantized_norms=np.empty(n),
-        offsets=np.empty(n),
-        offset_errors=np.empty(n),
+class Buffers:
+    """Arrays reused from chunk to chunk. A fresh chunk-sized array costs a page fault per 4 KiB on first
+    touch, and faults taken by several threads at once cost more here than the quantization itself."""
+
+    def __init__(self) -> None:
+        self.arrays: dict[str, np.ndarray] = {}
+
+    def get(self, name: str, shape: tuple[int, ...], dtype) -> np.ndarray:
+        held = self.arrays.get(name)
+        if held is None or held.dtype != dtype or held.shape[1:] != shape[1:] or len(held) < shape[0]:
+            held = self.arrays[name] = np.empty(shape, dtype)
+        return held[: shape[0]]
+
+
+def quantize(
+    rows: np.ndarray,
+    centre: np.ndarray,
+    levels: int,
+    zero_point: int = 0,
+    first_id: int = 0,
+    buffers: Buffers | None = None,
+) -> Quantized:
+    """int8 levels in [-levels, levels] (eval rows), or uint8 ones shifted by zero_point (corpus rows).
+
+    float16 rows are decoded here; other dtypes are cast to float32. A row holding NaN or infinite values
+    is refused by its id (first_id + its index: eval rows are checked before they get here). With
+    `buffers`, the result's arrays are theirs, valid until the next call with the same buffers.
+    """
+    rows, buffers = np.ascontiguousarray(rows), buffers or Buffers()
+    centre = np.asarray(centre, np.float32)
+    levels_out = buffers.get("levels", rows.shape, np.uint8 if zero_point else np.int8)
+    stats, nonfinite = (
+        buffers.get("stats", (len(rows), STATS), np.float64),
+        buffers.get("nonfinite", rows.shape[:1], np.int64),
     )
-    _quantize(
-        np.asarray(rows, np.float32),
-        np.asarray(centre, np.float32),
-        levels,
-        zero_point,
-        result.levels,
-        result.scales,
-        result.errors,
-        result.norms,
-        result.quantized_norms,
-        result.offsets,
-        result.offset_errors,
+    if rows.dtype == np.float16:
+        values = buffers.get("rows", rows.shape, np.float32)
+        _quantize_halves(rows.view(np.uint16), centre, levels, zero_point, values, levels_out, stats, nonfinite)
+    else:
+        with np.errstate(over="ignore"):  # a value too large for float32 becomes inf: refused below
+            values = np.asarray(rows, np.float32)
+        _quantize(values, centre, levels, zero_point, levels_out, stats, nonfinite)
+    bad = np.flatnonzero(nonfinite)
+    if len(bad):
+        raise ValueError(f"corpus row {first_id + int(bad[0])} holds NaN or infinite values")
+    scales, errors, norms, quantized_norms, offsets, offset_errors = stats.T
+    return Quantized(
+        rows=values,
+        levels=levels_out,
+        scales=scales.astype(np.float32),
+        errors=errors,
+        norms=norms,
+        quantized_norms=quantized_norms,
+        offsets=offsets,
+        offset_errors=offset_errors,
     )
-    return result
 
 
 def available() -> bool:
@@ -222,10 +280,12 @@ class Int8Tiles:
             WIDE if _exact_at(WIDE, row_blocks[0], width, queries.shape[1]) else NARROW
         )
         self.checked = False
+        self.buffers = Buffers()
 
-    def quantize_corpus(self, block: np.ndarray) -> tuple[Quantized, np.ndarray]:
-        """A corpus block's levels, and the bounds screen_int8_tile reads for it."""
-        quantized = quantize(block, self.centre, self.corpus_levels, self.zero_point)
+    def quantize_corpus(self, rows: np.ndarray, first_id: int = 0) -> tuple[Quantized, np.ndarray]:
+        """Corpus rows (ids from first_id) as read from a shard, quantized, and the bounds screen_int8_tile
+        reads for them."""
+        quantized = quantize(rows, self.centre, self.corpus_levels, self.zero_point, first_id, self.buffers)
         return quantized, quantized.corpus_bounds(self.centre)
 
     def __call__(self, corpus: Quantized) -> Iterator[tuple[int, int, int, np.ndarray]]:
@@ -251,3 +311,37 @@ class Int8Tiles:
         if not np.allclose(products, expected, rtol=2.0**-20, atol=0):
             raise RuntimeError("oneDNN's int8 products are not the exact integer products here; use precision float32")
         self.checked = True
+
+
+@dataclass
+class _Idle:
+    rows: np.ndarray  # a private copy of the eval rows the tiles were built from
+    tiles: Int8Tiles
+    user: weakref.ref | None = None  # the caller's array they were last used with
+
+
+_idle: list[_Idle] = []  # at most one: the last scan's tiles, while its caller's eval array lives
+_idle_lock = threading.RLock()
+
+
+def _forget(user: weakref.ref) -> None:
+    with _idle_lock:
+        _idle[:] = [idle for idle in _idle if idle.user is not user]
+
+
+@contextlib.contextmanager
+def tiles_for(queries: np.ndarray, row_blocks: list[tuple[int, int]], width: int) -> Iterator[Int8Tiles]:
+    """Int8Tiles for these eval rows, the previous scan's when it had the same rows and layout: a scan of
+    many shards quantizes and packs the eval rows once and reuses its chunk buffers. Kept until the
+    caller's array is collected; a scan in another thread meanwhile builds its own (tiles are not shared)."""
+    with _idle_lock:
+        idle = _idle.pop() if _idle else None
+    if idle is None or not (
+        (idle.tiles.row_blocks, idle.tiles.width) == (row_blocks, width) and np.array_equal(idle.rows, queries)
+    ):
+        rows = queries.copy()
+        idle = _Idle(rows, Int8Tiles(rows, row_blocks, width))
+    idle.user = weakref.ref(queries, _forget)
+    yield idle.tiles
+    with _idle_lock:
+        _idle[:] = [idle]

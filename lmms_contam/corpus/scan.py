@@ -88,8 +88,8 @@ def rounding_bound(precision: str, dim: int) -> float:
     return 2 * (2 * UNIT_ROUNDOFF[precision] + dim * 2.0**-24)
 
 
-def _finite_block(corpus: np.ndarray, start: int, chunk: int, offset: int):
-    """Corpus rows [start, start + chunk) as a float32 torch tensor, refused if any holds NaN or inf.
+def _finite_block(rows: np.ndarray, first_id: int):
+    """Corpus rows (ids from first_id) as a float32 torch tensor, refused if any holds NaN or inf.
 
     Torch casts (float16 shards, as LAION's) and sums on every core, numpy on one. A memory-mapped
     float32 shard is only viewed, never copied (torch warns that it could write to it: it does not).
@@ -98,11 +98,11 @@ def _finite_block(corpus: np.ndarray, start: int, chunk: int, offset: int):
 
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-        block = torch.from_numpy(np.ascontiguousarray(corpus[start : start + chunk])).float()
+        block = torch.from_numpy(np.ascontiguousarray(rows)).float()
     row_sums = block.sum(dim=1)  # one pass: NaN or inf anywhere in a row makes its sum non-finite
     bad = torch.nonzero(~torch.isfinite(row_sums))
     if len(bad):
-        raise ValueError(f"corpus row {offset + start + int(bad[0])} holds NaN or infinite values")
+        raise ValueError(f"corpus row {first_id + int(bad[0])} holds NaN or infinite values")
     return block
 
 
@@ -195,23 +195,24 @@ class PhaseClock:
 
 
 READS = "reads, casts and finiteness checks"
+READS_AND_QUANTIZATION = "reads, casts, finiteness checks and quantization"
 
 
-def _blocks(corpus: np.ndarray, chunk: int, offset: int, clock: PhaseClock) -> Iterator[tuple[int, object]]:
-    """(first row, the rows as a checked float32 torch tensor) for each chunk of the corpus."""
+def _blocks(corpus: np.ndarray, chunk: int, offset: int, clock: PhaseClock, prepare, phase: str) -> Iterator:
+    """(first row, prepare(rows, their first global id)) for each chunk of the corpus, timed as `phase`."""
     for start in range(0, len(corpus), chunk):
-        with clock(READS):
-            block = _finite_block(corpus, start, chunk, offset)
-        yield start, block
+        with clock(phase):
+            prepared = prepare(corpus[start : start + chunk], offset + start)
+        yield start, prepared
 
 
-def _scan_exact(queries: np.ndarray, blocks: Iterator, offset: int, best: TopK, count_above: float, clock) -> None:
+def _scan_exact(queries: np.ndarray, corpus: np.ndarray, chunk: int, offset: int, best: TopK, count_above, clock):
     """float32 products tile by tile, each screened into the running top-k right after its product,
     while still in cache. Global ids are written as they are found: no per-chunk merge."""
     from lmms_contam.corpus.screen import screen_tile
 
     tiles = ProductTiles(queries)
-    for start, block in blocks:
+    for start, block in _blocks(corpus, chunk, offset, clock, _finite_block, READS):
         for first, last, column, tile in clock.timed("float32 products", tiles(block)):
             with clock("screening"):
                 screen_tile(
@@ -224,36 +225,35 @@ def _scan_exact(queries: np.ndarray, blocks: Iterator, offset: int, best: TopK, 
                 )
 
 
-def _scan_int8(queries: np.ndarray, blocks: Iterator, offset: int, best: TopK, count_above: float, clock) -> None:
-    """Integer products tile by tile (int8.py), every entry they cannot rule out recomputed exactly."""
-    from lmms_contam.corpus.int8 import Int8Tiles
+def _scan_int8(queries: np.ndarray, corpus: np.ndarray, chunk: int, offset: int, best: TopK, count_above, clock):
+    """Integer products tile by tile (int8.py), every entry they cannot rule out recomputed exactly. Each
+    chunk is read, decoded and quantized in one pass (int8.quantize)."""
+    from lmms_contam.corpus.int8 import tiles_for
     from lmms_contam.corpus.screen import screen_int8_tile, seed_floors
 
-    tiles = Int8Tiles(queries, *tile_layout(len(queries)))
     recomputed = np.zeros(len(queries), dtype=np.int64)
     seeds = np.full(best.sims.shape, -np.inf, dtype=np.float32)
-    for start, torch_block in blocks:
-        block = torch_block.numpy()
-        with clock("quantization"):
-            quantized, bounds = tiles.quantize_corpus(block)
-        for first, last, column, tile in clock.timed("integer products", tiles(quantized)):
-            with clock("screening and exact recomputation"):
-                if start == column == 0:  # the first tile of each row block
-                    seed_floors(tile, bounds, tiles.eval_bounds[:, first:last], seeds[first:last])
-                screen_int8_tile(
-                    tile,
-                    bounds[:, column:],
-                    offset + start + column,
-                    block[column:],
-                    tiles.eval_bounds[:, first:last],
-                    queries[first:last],
-                    best.sims[first:last],
-                    best.ids[first:last],
-                    best.above[first:last],
-                    count_above,
-                    recomputed[first:last],
-                    seeds[first:last, -1],
-                )
+    with tiles_for(queries, *tile_layout(len(queries))) as tiles:
+        chunks = _blocks(corpus, chunk, offset, clock, tiles.quantize_corpus, READS_AND_QUANTIZATION)
+        for start, (quantized, bounds) in chunks:
+            for first, last, column, tile in clock.timed("integer products", tiles(quantized)):
+                with clock("screening and exact recomputation"):
+                    if start == column == 0:  # the first tile of each row block
+                        seed_floors(tile, bounds, tiles.eval_bounds[:, first:last], seeds[first:last])
+                    screen_int8_tile(
+                        tile,
+                        bounds[:, column:],
+                        offset + start + column,
+                        quantized.rows[column:],
+                        tiles.eval_bounds[:, first:last],
+                        queries[first:last],
+                        best.sims[first:last],
+                        best.ids[first:last],
+                        best.above[first:last],
+                        count_above,
+                        recomputed[first:last],
+                        seeds[first:last, -1],
+                    )
     if clock.profile is not None:
         clock.profile.recomputed += int(recomputed.sum())
 
@@ -319,14 +319,14 @@ def scan_matrix(
         best, clock = TopK.empty(len(queries), k), PhaseClock(profile)
         if len(queries):
             kernel = _scan_exact if precision == "float32" else _scan_int8
-            kernel(queries, _blocks(corpus, chunk, offset, clock), offset, best, count_above, clock)
+            kernel(queries, corpus, chunk, offset, best, count_above, clock)
         return best
     import torch
 
     reduced = torch.from_numpy(queries).to(device, getattr(torch, precision))
     best = TopK.empty(len(queries), k)
     for start in range(0, len(corpus), chunk):
-        block = _finite_block(corpus, start, chunk, offset).numpy()
+        block = _finite_block(corpus[start : start + chunk], offset + start).numpy()
         found = _reduced_chunk(queries, reduced, block, k, count_above, precision, device)
         ids = np.where(found.ids >= 0, found.ids + offset + start, -1)
         if found.sims.shape[1] < k:

@@ -23,10 +23,11 @@ from lmms_contam.corpus.speed import (
 )
 
 
-def test_sides_take_turns_in_alternating_order():
+def test_sides_take_turns_in_alternating_order_after_an_untimed_warmup():
     calls = []
     seconds = _timed_rounds(lambda run: calls.append(("a", run)), lambda run: calls.append(("b", run)), repeats=3)
-    assert calls == [("a", 0), ("b", 0), ("b", 1), ("a", 1), ("a", 2), ("b", 2)]
+    warmup = [("a", 3), ("b", 3)]  # untimed, in an output folder of its own
+    assert calls == [*warmup, ("a", 0), ("b", 0), ("b", 1), ("a", 1), ("a", 2), ("b", 2)]
     assert [len(s) for s in seconds] == [3, 3]
 
 
@@ -81,7 +82,9 @@ def test_growth_exponents_read_the_slope_of_time_on_size():
     points += [GrowthPoint("eval", s, 10 * s, 100, 0.5 * s**2, 50.0 * s) for s in SCALES]
     slopes = exponents(points)
     assert slopes["corpus"] == pytest.approx(1.0) and slopes["eval"] == pytest.approx(2.0)
-    assert "eval e = 2.00 (OUTSIDE 10% of 1)" in growth_table(points)
+    assert "corpus e = 1.00 (linear, within 10% of 1), eval e = 2.00 (SUPER-LINEAR)" in growth_table(points)
+    sublinear = points[:3] + [GrowthPoint("eval", s, 10 * s, 100, 0.5 * s**0.5, 50.0) for s in SCALES]
+    assert "eval e = 0.50 (sub-linear)" in growth_table(sublinear)
 
 
 def test_evicted_pages_are_read_again_and_the_files_are_unchanged(tmp_path):
