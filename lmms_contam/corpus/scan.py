@@ -1,7 +1,7 @@
 """Exact streaming top-k: every eval vector against every corpus vector, one shard at a time.
 
-The eval matrix stays in memory; corpus shards (memory-mapped .npy, float16 or float32) stream
-through it in chunks, each multiplied a cache-sized tile at a time and screened into a running
+The eval matrix stays in memory; corpus shards (.npy, float16 or float32, read straight from the disk
+by reader.py) stream through it in chunks, each multiplied a cache-sized tile at a time and screened into a running
 top-k per eval vector (lmms_contam/corpus/screen.py). The products are float32, or faster int8
 (int8.py) or float16 ones whose every entry that could matter is recomputed exactly. Each shard's
 result is saved on its own, so a rerun skips finished shards and shards can run anywhere (in-process
@@ -14,7 +14,6 @@ import contextlib
 import functools
 import hashlib
 import os
-import threading
 import time
 import warnings
 from collections.abc import Iterable, Iterator
@@ -198,12 +197,27 @@ READS = "reads, casts and finiteness checks"
 READS_AND_QUANTIZATION = "reads, casts, finiteness checks and quantization"
 
 
-def _blocks(corpus: np.ndarray, chunk: int, offset: int, clock: PhaseClock, prepare, phase: str) -> Iterator:
-    """(first row, prepare(rows, their first global id)) for each chunk of the corpus, timed as `phase`."""
+def _row_chunks(corpus, chunk: int) -> Iterator[tuple[int, np.ndarray]]:
+    """(first row, rows) over an array, or over a shard file read straight from the disk (reader.py)."""
+    from lmms_contam.corpus.reader import ShardRows, reader
+
+    if isinstance(corpus, ShardRows):
+        yield from reader().chunks(corpus, chunk)
+        return
     for start in range(0, len(corpus), chunk):
+        yield start, corpus[start : start + chunk]
+
+
+def _blocks(corpus, chunk: int, offset: int, clock: PhaseClock, prepare, phase: str) -> Iterator:
+    """(first row, prepare(rows, their first global id)) for each chunk of the corpus, timed as `phase`."""
+    chunks = _row_chunks(corpus, chunk)
+    while True:
         with clock(phase):
-            prepared = prepare(corpus[start : start + chunk], offset + start)
-        yield start, prepared
+            item = next(chunks, None)
+            if item is None:
+                return
+            prepared = prepare(item[1], offset + item[0])
+        yield item[0], prepared
 
 
 def _scan_exact(queries: np.ndarray, corpus: np.ndarray, chunk: int, offset: int, best: TopK, count_above, clock):
@@ -325,8 +339,8 @@ def scan_matrix(
 
     reduced = torch.from_numpy(queries).to(device, getattr(torch, precision))
     best = TopK.empty(len(queries), k)
-    for start in range(0, len(corpus), chunk):
-        block = _finite_block(corpus[start : start + chunk], offset + start).numpy()
+    for start, rows in _row_chunks(corpus, chunk):
+        block = _finite_block(rows, offset + start).numpy()
         found = _reduced_chunk(queries, reduced, block, k, count_above, precision, device)
         ids = np.where(found.ids >= 0, found.ids + offset + start, -1)
         if found.sims.shape[1] < k:
@@ -348,31 +362,15 @@ def load_topk(path: Path) -> TopK:
         return TopK(data["sims"], data["ids"], data["above"])
 
 
-def read_ahead(path: str | Path | None) -> None:
-    """Start reading a shard file into the page cache in the background (posix_fadvise WILLNEED from a
-    thread, since the call can wait on the device queue), so its pages are there when the scan reaches them."""
-    if path is None or not hasattr(os, "posix_fadvise"):
-        return
-
-    def advise() -> None:
-        with contextlib.suppress(OSError):
-            handle = os.open(path, os.O_RDONLY)
-            try:
-                os.posix_fadvise(handle, 0, 0, os.POSIX_FADV_WILLNEED)
-            finally:
-                os.close(handle)
-
-    threading.Thread(target=advise, daemon=True).start()
-
-
 def _scan_shard(eval_vectors: np.ndarray, job: tuple) -> TopK:
-    """One shard's top-k; a module-level function so Ray workers can import it. The shard itself, and the
-    one the runner takes next, are read ahead while this one's first chunks are scanned."""
+    """One shard's top-k; a module-level function so Ray workers can import it. Its rows are read straight
+    from the disk, the next chunk while this one is scanned, and the first chunk of the shard the runner
+    takes next while this one's last is (reader.py)."""
+    from lmms_contam.corpus.reader import shard_rows
+
     path, offset, k, chunk, count_above, precision, device, next_path = job
-    read_ahead(path)
-    read_ahead(next_path)
     try:
-        corpus = np.load(path, mmap_mode="r", allow_pickle=False)
+        corpus = shard_rows(path, next_path)
         return scan_matrix(eval_vectors, corpus, offset, k, chunk, count_above, precision, device)
     except (ValueError, OSError) as exc:  # a damaged shard: say which file (rows are global ids)
         raise ValueError(f"{path}: {exc}") from exc

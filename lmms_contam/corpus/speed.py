@@ -9,7 +9,7 @@ median ratio, and every round's ratio is shown beside it:
   - embedding pipeline (decode + resize + forward) / the model's forward on pre-decoded tensors (>= 0.9);
   - embed once + scan / the seed's per-pair recipe (embed both images of every pair), timed on a few
     pairs and extrapolated (>= 1000);
-  - peak memory scanning a corpus 4x larger from memory-mapped shards / the smaller one (flat: ~1).
+  - peak memory scanning a corpus 4x larger, shard by shard, / the smaller one (flat: ~1).
 """
 
 from __future__ import annotations
@@ -458,7 +458,7 @@ def memory_figure(n_eval: int, n_corpus: int, dim: int, k: int, work: Path) -> F
     before = peak_memory_kib(n_eval, work / "mem1", dim, k)
     after = peak_memory_kib(n_eval, work / "mem4", dim, k)
     return Figure(
-        name="peak memory, 4x corpus vs 1x (memory-mapped shards)",
+        name="peak memory, 4x corpus vs 1x (shards streamed)",
         ours=after / 1024,
         baseline=before / 1024,
         unit="MiB",
