@@ -145,8 +145,8 @@ class Quantized:
 
 
 class Buffers:
-    """Arrays reused from chunk to chunk. A fresh chunk-sized array costs a page fault per 4 KiB on first
-    touch, and faults taken by several threads at once cost more here than the quantization itself."""
+    """Arrays reused from chunk to chunk: a fresh chunk-sized array would cost a page fault per 4 KiB on first
+    touch, for every chunk."""
 
     def __init__(self) -> None:
         self.arrays: dict[str, np.ndarray] = {}
@@ -315,6 +315,8 @@ class Int8Tiles:
 
 @dataclass
 class _Idle:
+    """Tiles between two scans, with what tells whether the next scan may use them."""
+
     rows: np.ndarray  # a private copy of the eval rows the tiles were built from
     tiles: Int8Tiles
     user: weakref.ref | None = None  # the caller's array they were last used with

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+DIRECT = getattr(os, "O_DIRECT", 0)  # Linux's; elsewhere reads go through the cache
 BLOCK = 4096  # O_DIRECT aligns offsets, lengths and buffer addresses to this (a page; disks' blocks divide it)
 FIRST_ROWS = 2048  # a shard's first chunk: nothing is scanned until it arrives, so it is small
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None  # for mincore(2)
@@ -89,10 +90,18 @@ class ShardReader:
             if index + 1 < len(starts):
                 pending = self._read(shard, starts[index + 1], stops[index + 1])
             elif shard.next_path:
-                following = shard_rows(shard.next_path)
-                if isinstance(following, ShardRows) and len(following):
-                    self.ahead = (following.path, self._read(following, 0, min(FIRST_ROWS, chunk, len(following))))
+                self._read_ahead(shard.next_path, chunk)
             yield start, rows
+
+    def _read_ahead(self, path: str, chunk: int) -> None:
+        """Start reading the next shard's first chunk. A next shard that cannot be opened is left alone: its
+        own scan reports it, and this one's must not fail for it."""
+        try:
+            following = shard_rows(path)
+        except (OSError, ValueError, EOFError):
+            return
+        if isinstance(following, ShardRows) and len(following):
+            self.ahead = (following.path, self._read(following, 0, min(FIRST_ROWS, chunk, len(following))))
 
     def _read(self, shard: ShardRows, start: int, stop: int) -> Future:
         """Rows [start, stop): their memory map where the page cache holds them already (no copy, no read),
@@ -147,7 +156,7 @@ def _read_rows(shard: ShardRows, start: int, stop: int, buffer: mmap.mmap) -> np
     length = -(-(end - aligned) // BLOCK) * BLOCK
     view = memoryview(buffer)[:length]
     try:
-        got = _read_fully(shard.path, view, aligned, end - aligned, os.O_DIRECT)
+        got = _read_fully(shard.path, view, aligned, end - aligned, DIRECT)
     except OSError as exc:
         if exc.errno != errno.EINVAL:
             raise

@@ -24,6 +24,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from lmms_contam.atomic import atomic_path
+from lmms_contam.corpus.reader import ShardRows, reader, shard_rows
 from lmms_contam.corpus.runners import LocalRunner, RayRunner
 from lmms_contam.fingerprint import array_sha256, digest, file_identity
 
@@ -193,14 +194,13 @@ class PhaseClock:
             yield item
 
 
-READS = "reads, casts and finiteness checks"
-READS_AND_QUANTIZATION = "reads, casts, finiteness checks and quantization"
+READS = "reads (waiting for the disk)"
+CASTS = "casts and finiteness checks"
+QUANTIZATION = "float16 decoding and quantization"  # and finiteness checks
 
 
-def _row_chunks(corpus, chunk: int) -> Iterator[tuple[int, np.ndarray]]:
+def _row_chunks(corpus: np.ndarray | ShardRows, chunk: int) -> Iterator[tuple[int, np.ndarray]]:
     """(first row, rows) over an array, or over a shard file read straight from the disk (reader.py)."""
-    from lmms_contam.corpus.reader import ShardRows, reader
-
     if isinstance(corpus, ShardRows):
         yield from reader().chunks(corpus, chunk)
         return
@@ -208,25 +208,31 @@ def _row_chunks(corpus, chunk: int) -> Iterator[tuple[int, np.ndarray]]:
         yield start, corpus[start : start + chunk]
 
 
-def _blocks(corpus, chunk: int, offset: int, clock: PhaseClock, prepare, phase: str) -> Iterator:
-    """(first row, prepare(rows, their first global id)) for each chunk of the corpus, timed as `phase`."""
+def _blocks(
+    corpus: np.ndarray | ShardRows, chunk: int, offset: int, clock: PhaseClock, prepare, phase: str
+) -> Iterator:
+    """(first row, prepare(rows, their first global id)) for each chunk of the corpus, the wait for its rows
+    timed as READS and `prepare` as `phase` (which reads too where rows are memory-mapped: their page faults)."""
     chunks = _row_chunks(corpus, chunk)
     while True:
-        with clock(phase):
+        with clock(READS):
             item = next(chunks, None)
-            if item is None:
-                return
+        if item is None:
+            return
+        with clock(phase):
             prepared = prepare(item[1], offset + item[0])
         yield item[0], prepared
 
 
-def _scan_exact(queries: np.ndarray, corpus: np.ndarray, chunk: int, offset: int, best: TopK, count_above, clock):
+def _scan_exact(
+    queries: np.ndarray, corpus: np.ndarray | ShardRows, chunk: int, offset: int, best: TopK, count_above, clock
+):
     """float32 products tile by tile, each screened into the running top-k right after its product,
     while still in cache. Global ids are written as they are found: no per-chunk merge."""
     from lmms_contam.corpus.screen import screen_tile
 
     tiles = ProductTiles(queries)
-    for start, block in _blocks(corpus, chunk, offset, clock, _finite_block, READS):
+    for start, block in _blocks(corpus, chunk, offset, clock, _finite_block, CASTS):
         for first, last, column, tile in clock.timed("float32 products", tiles(block)):
             with clock("screening"):
                 screen_tile(
@@ -239,7 +245,9 @@ def _scan_exact(queries: np.ndarray, corpus: np.ndarray, chunk: int, offset: int
                 )
 
 
-def _scan_int8(queries: np.ndarray, corpus: np.ndarray, chunk: int, offset: int, best: TopK, count_above, clock):
+def _scan_int8(
+    queries: np.ndarray, corpus: np.ndarray | ShardRows, chunk: int, offset: int, best: TopK, count_above, clock
+):
     """Integer products tile by tile (int8.py), every entry they cannot rule out recomputed exactly. Each
     chunk is read, decoded and quantized in one pass (int8.quantize)."""
     from lmms_contam.corpus.int8 import tiles_for
@@ -248,7 +256,7 @@ def _scan_int8(queries: np.ndarray, corpus: np.ndarray, chunk: int, offset: int,
     recomputed = np.zeros(len(queries), dtype=np.int64)
     seeds = np.full(best.sims.shape, -np.inf, dtype=np.float32)
     with tiles_for(queries, *tile_layout(len(queries))) as tiles:
-        chunks = _blocks(corpus, chunk, offset, clock, tiles.quantize_corpus, READS_AND_QUANTIZATION)
+        chunks = _blocks(corpus, chunk, offset, clock, tiles.quantize_corpus, QUANTIZATION)
         for start, (quantized, bounds) in chunks:
             for first, last, column, tile in clock.timed("integer products", tiles(quantized)):
                 with clock("screening and exact recomputation"):
@@ -301,7 +309,7 @@ def _reduced_chunk(
 
 def scan_matrix(
     eval_vectors: np.ndarray,
-    corpus: np.ndarray,
+    corpus: np.ndarray | ShardRows,
     offset: int,
     k: int = DEFAULT_K,
     chunk: int = DEFAULT_CHUNK,
@@ -366,8 +374,6 @@ def _scan_shard(eval_vectors: np.ndarray, job: tuple) -> TopK:
     """One shard's top-k; a module-level function so Ray workers can import it. Its rows are read straight
     from the disk, the next chunk while this one is scanned, and the first chunk of the shard the runner
     takes next while this one's last is (reader.py)."""
-    from lmms_contam.corpus.reader import shard_rows
-
     path, offset, k, chunk, count_above, precision, device, next_path = job
     try:
         corpus = shard_rows(path, next_path)

@@ -31,6 +31,7 @@ import numpy as np
 
 from lmms_contam.atomic import atomic_path
 from lmms_contam.corpus import int8, scan
+from lmms_contam.corpus.reader import shard_rows
 
 
 @dataclass(frozen=True)
@@ -287,8 +288,9 @@ def check_scan(
     1e-5, and every id the reference ranks above its k-th best by more than that found."""
     profile = scan.ScanProfile()
     found = scan.TopK.empty(len(queries), k)
-    for _, path, offset in listed:
-        corpus = np.load(path, mmap_mode="r", allow_pickle=False)
+    following = [path for _, path, _ in listed[1:]] + [None]
+    for (_, path, offset), next_path in zip(listed, following, strict=True):
+        corpus = shard_rows(path, next_path)  # read as scan_shards reads it
         found = scan.merge(found, scan.scan_matrix(queries, corpus, offset, k, precision=precision, profile=profile))
     truth = brute_force_float64(queries, shards, k)
     worst = float(np.max(np.abs(found.sims - truth.sims)))

@@ -95,7 +95,7 @@ def test_a_file_system_that_refuses_o_direct_is_read_through_the_cache(tmp_path,
 
     monkeypatch.setattr(shard_reader, "_read_fully", refusing)
     np.testing.assert_array_equal(read_back(shard_rows(path), 300), rows)
-    assert tried[0] & shard_reader.os.O_DIRECT and 0 in tried
+    assert tried[0] == shard_reader.DIRECT != 0 and 0 in tried
 
 
 def test_shards_scanned_through_the_reader_with_the_next_read_ahead_give_the_array_results(tmp_path):
@@ -114,6 +114,11 @@ def test_shards_scanned_through_the_reader_with_the_next_read_ahead_give_the_arr
     # Read ahead: after the second of three shards, the third's first chunk is the one waiting.
     list(reader().chunks(shard_rows(paths[1], next_path=paths[2]), 1000))
     assert reader().ahead is not None and reader().ahead[0] == str(paths[2])
+    # A next shard that cannot be opened does not fail this one: its own scan reports it.
+    missing = shard_rows(paths[1], next_path=tmp_path / "gone.npy")
+    np.testing.assert_array_equal(read_back(missing, 1000), corpus[3000:6000])
+    assert reader().ahead is None
+    list(reader().chunks(shard_rows(paths[1], next_path=paths[2]), 1000))
     # A shard other than the announced one is read from its start, not from the waiting chunk.
     np.testing.assert_array_equal(read_back(shard_rows(paths[0]), 1000), corpus[:3000])
     assert reader().ahead is None

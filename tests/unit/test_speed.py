@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from lmms_contam.corpus import int8
-from lmms_contam.corpus.scan import READS
+from lmms_contam.corpus.scan import CASTS, QUANTIZATION, READS
 from lmms_contam.corpus.speed import (
     SCALES,
     ClipLike,
@@ -69,11 +69,17 @@ def test_the_scan_check_equals_float64_brute_force_and_catches_a_wrong_answer(tm
     np.testing.assert_allclose(truth.sims, direct, atol=1e-6)
     check = check_scan(queries, listed, shards, 5, "float32")
     assert check.exact and "0 id(s) missed" in check.detail
-    assert {"float32 products", "screening", READS} <= set(check.profile.seconds)
+    assert {READS, CASTS, "float32 products", "screening"} <= set(check.profile.seconds)
     assert any("where the time goes" in line for line in check.lines())
     if int8.available():  # the int8 scan counts the entries its bound could not decide
         check = check_scan(queries, listed, shards, 5, "int8")
         assert check.exact and 0 < check.profile.recomputed < len(queries) * len(np.concatenate(shards))
+        assert set(check.profile.seconds) == {
+            READS,
+            QUANTIZATION,
+            "integer products",
+            "screening and exact recomputation",
+        }
         assert f"{check.profile.recomputed:>10,}" in check.lines()[-2]
 
 
