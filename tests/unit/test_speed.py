@@ -71,6 +71,7 @@ def test_the_scan_check_equals_float64_brute_force_and_catches_a_wrong_answer(tm
     assert check.exact and "0 id(s) missed" in check.detail
     assert {READS, CASTS, "float32 products", "screening"} <= set(check.profile.seconds)
     assert any("where the time goes" in line for line in check.lines())
+    assert check.recompute_seconds is None  # nothing is recomputed in the float32 scan
     if int8.available():  # the int8 scan counts the entries its bound could not decide
         check = check_scan(queries, listed, shards, 5, "int8")
         assert check.exact and 0 < check.profile.recomputed < len(queries) * len(np.concatenate(shards))
@@ -80,7 +81,9 @@ def test_the_scan_check_equals_float64_brute_force_and_catches_a_wrong_answer(tm
             "integer products",
             "screening and exact recomputation",
         }
-        assert f"{check.profile.recomputed:>10,}" in check.lines()[-2]
+        assert f"{check.profile.recomputed:>10,}" in check.lines()[-3]
+        assert 0 < check.recompute_seconds < sum(check.profile.seconds.values())
+        assert "recomputing them, estimated" in check.lines()[-2]
 
 
 def test_growth_exponents_read_the_slope_of_time_on_size():
