@@ -137,10 +137,12 @@ def _scan(args: argparse.Namespace) -> int:
 def _bench_scan(args: argparse.Namespace) -> int:
     from lmms_contam.corpus import speed
 
-    names = ("eval", "corpus", "dim", "shards", "k", "images", "embedder", "dtype", "vectors", "growth")
+    names = ("eval", "corpus", "dim", "shards", "k", "images", "embedder", "dtype", "vectors", "growth", "scan_device")
     settings = {name: getattr(args, name) for name in names}
     if args.plot and not args.growth:
         return stop("bench-scan", "--plot draws the --growth figures: give both")
+    if args.growth and args.scan_device != "cpu":
+        return stop("bench-scan", "--growth measures the CPU scan: leave --scan-device out")
     try:
         if args.growth:
             return _bench_growth(args, settings)
@@ -148,7 +150,16 @@ def _bench_scan(args: argparse.Namespace) -> int:
 
         embedder = embedder_config(args.embedder).build(args.device)
         measured = speed.measure(
-            args.eval, args.corpus, args.dim, args.shards, args.k, args.images, embedder, args.dtype, args.vectors
+            args.eval,
+            args.corpus,
+            args.dim,
+            args.shards,
+            args.k,
+            args.images,
+            embedder,
+            args.dtype,
+            args.vectors,
+            args.scan_device,
         )
     except ValueError as exc:
         return stop("bench-scan", exc)
@@ -342,5 +353,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     bench.add_argument("--plot", help="with --growth: also draw time and memory against size into this PNG")
     bench.add_argument("--json", help="also write the figures as JSON here")
+    bench.add_argument(
+        "--scan-device",
+        default="cpu",
+        help="torch device for the scan's products (default cpu; e.g. cuda: float16 there, timed against its own "
+        "bare products and faiss on the CPU, cold against warm to show whether reading the shards bounds it)",
+    )
     add_embedder_arguments(bench, default="efficientnet-lite0")
     bench.set_defaults(run=_bench_scan)

@@ -201,11 +201,40 @@ def _tile_products(queries: np.ndarray, shards: list[np.ndarray]) -> Callable[[i
     return products
 
 
+def _device_products(queries: np.ndarray, shards: list[np.ndarray], device: str, precision: str):
+    """The reduced-precision products alone on `device`, the corpus already there in the scan's chunks: what
+    the scan would cost if reading, checking and screening were free."""
+    import torch
+
+    dtype = getattr(torch, precision)
+    reduced = torch.from_numpy(queries).to(device, dtype)
+    chunks = [
+        torch.from_numpy(shard[i : i + scan.DEFAULT_CHUNK]).to(device, dtype)
+        for shard in shards
+        for i in range(0, len(shard), scan.DEFAULT_CHUNK)
+    ]
+
+    def products(_: int) -> None:
+        for chunk in chunks:
+            reduced @ chunk.T
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    return products
+
+
 def scan_figures(
-    queries: np.ndarray, listed: list[tuple[str, Path, int]], k: int, work: Path
+    queries: np.ndarray,
+    listed: list[tuple[str, Path, int]],
+    k: int,
+    work: Path,
+    device: str = "cpu",
+    precisions: tuple[str, ...] | None = None,
 ) -> tuple[list[Figure], float, ScanCheck]:
-    """Scans (float32, and int8 where it runs) vs bare GEMM vs faiss on the same vectors; also returns the
-    faster scan's seconds (what `scan --precision auto` runs) and its check against float64 brute force."""
+    """Scans vs their bare products vs faiss on the same vectors: on the CPU float32 and int8 (where it runs)
+    against float32 tiles; on an accelerator its precision (`scan --precision auto`) against its own products
+    there, faiss staying on the CPU. Also returns the faster scan's seconds and its check against float64
+    brute force."""
     try:
         import faiss
     except ImportError as exc:
@@ -216,10 +245,14 @@ def scan_figures(
     index = faiss.IndexFlatIP(queries.shape[1])
     for shard in shards_f32:
         index.add(shard)
-    precisions = ["float32", *(["int8"] if int8.available() else [])]
+    if precisions is None:
+        cpu = ("float32", *(["int8"] if int8.available() else []))
+        precisions = cpu if device == "cpu" else (scan.resolve_precision("auto", device),)
+    reduced = [precision for precision in precisions if precision in scan.UNIT_ROUNDOFF]
+    products = _device_products(queries, shards_f32, device, reduced[0]) if reduced else None
     *scan_seconds, gemm_seconds, faiss_seconds = _timed_rounds(
-        *[_scan(queries, listed, k, work / precision, precision) for precision in precisions],
-        _tile_products(queries, shards_f32),
+        *[_scan(queries, listed, k, work / precision, precision, device) for precision in precisions],
+        products or _tile_products(queries, shards_f32),
         lambda _: index.search(queries, k),
     )
     figures = []
@@ -234,11 +267,11 @@ def scan_figures(
                 faiss_seconds,
                 n_corpus,
                 "corpus vectors/s",
-                2.0 if precision == scan.resolve_precision("auto", "cpu") else 1.0,
+                2.0 if precision == scan.resolve_precision("auto", device) else 1.0,
             ),
         ]
     fastest = min(zip(scan_seconds, precisions, strict=True), key=lambda pair: float(np.median(pair[0])))[1]
-    check = check_scan(queries, listed, shards_f32, k, fastest)
+    check = check_scan(queries, listed, shards_f32, k, fastest, device)
     return figures, min(float(np.median(seconds)) for seconds in scan_seconds), check
 
 
@@ -256,6 +289,8 @@ class ScanCheck:
         seconds = self.profile.seconds
         total = sum(seconds.values())
         lines = [f"{self.precision} scan, where the time goes ({total:.2f} s in all):"]
+        if not seconds:  # the accelerator scans time no phases
+            lines = [f"{self.precision} scan: no breakdown by phase"]
         lines += [f"  {phase:<40} {spent:8.3f} s  {100 * spent / total:5.1f}%" for phase, spent in seconds.items()]
         if self.precision != "float32":
             lines.append(f"  {'entries recomputed exactly':<40} {self.profile.recomputed:>10,}")
@@ -291,7 +326,12 @@ def brute_force_float64(queries: np.ndarray, shards: list[np.ndarray], k: int) -
 
 
 def check_scan(
-    queries: np.ndarray, listed: list[tuple[str, Path, int]], shards: list[np.ndarray], k: int, precision: str
+    queries: np.ndarray,
+    listed: list[tuple[str, Path, int]],
+    shards: list[np.ndarray],
+    k: int,
+    precision: str,
+    device: str = "cpu",
 ) -> ScanCheck:
     """Where the scan's time goes, and its ids and cosines against float64 brute force: every similarity within
     1e-5, and every id the reference ranks above its k-th best by more than that found."""
@@ -300,7 +340,9 @@ def check_scan(
     following = [path for _, path, _ in listed[1:]] + [None]
     for (_, path, offset), next_path in zip(listed, following, strict=True):
         corpus = shard_rows(path, next_path)  # read as scan_shards reads it
-        found = scan.merge(found, scan.scan_matrix(queries, corpus, offset, k, precision=precision, profile=profile))
+        found = scan.merge(
+            found, scan.scan_matrix(queries, corpus, offset, k, precision=precision, device=device, profile=profile)
+        )
     truth = brute_force_float64(queries, shards, k)
     worst = float(np.max(np.abs(found.sims - truth.sims)))
     clear = truth.sims > truth.sims[:, -1:] + 1e-5
@@ -347,9 +389,9 @@ def recompute_seconds(queries: np.ndarray, corpus: np.ndarray, entries: int) -> 
 
 
 def _scan(
-    queries: np.ndarray, listed: list[tuple[str, Path, int]], k: int, work: Path, precision: str
+    queries: np.ndarray, listed: list[tuple[str, Path, int]], k: int, work: Path, precision: str, device: str = "cpu"
 ) -> Callable[[int], object]:
-    return lambda run: scan.scan_shards(queries, listed, work / f"run{run}", k=k, precision=precision)
+    return lambda run: scan.scan_shards(queries, listed, work / f"run{run}", k=k, precision=precision, device=device)
 
 
 def evict(paths: list[Path]) -> None:
@@ -371,7 +413,13 @@ def _read_plainly(paths: list[Path]) -> None:
 
 
 def io_figures(
-    queries: np.ndarray, listed: list[tuple[str, Path, int]], k: int, precision: str, work: Path, repeats: int = 3
+    queries: np.ndarray,
+    listed: list[tuple[str, Path, int]],
+    k: int,
+    precision: str,
+    work: Path,
+    repeats: int = 3,
+    device: str = "cpu",
 ) -> list[Figure]:
     """The scan with the shards' pages evicted first against the same scan with them cached, and the read rate
     the cold scan achieved against a plain sequential read of the same files evicted the same way (a `dd`)."""
@@ -381,8 +429,8 @@ def io_figures(
     for run in range(repeats):
         for seconds, before, function in (
             (plain, True, lambda _: _read_plainly(paths)),
-            (cold, True, _scan(queries, listed, k, work / "cold", precision)),
-            (warm, False, _scan(queries, listed, k, work / "warm", precision)),
+            (cold, True, _scan(queries, listed, k, work / "cold", precision, device)),
+            (warm, False, _scan(queries, listed, k, work / "warm", precision, device)),
         ):
             if before:
                 evict(paths)
@@ -531,16 +579,18 @@ def measure(
     embedder,
     dtype: str = "float16",
     vectors: str = "random",
+    scan_device: str = "cpu",
 ) -> Measured:
-    """Every figure; `dtype` is how the corpus shards are stored (float16 as LAION's, or float32)."""
+    """Every figure; `dtype` is how the corpus shards are stored (float16 as LAION's, or float32), `scan_device`
+    where the scan's products run (an accelerator's show whether reading the shards is what bounds it)."""
     with tempfile.TemporaryDirectory(prefix="lmms-contam-bench-") as folder:
         work = Path(folder)
         queries = eval_vectors(vectors, n_eval, dim)
         listed = write_shards(
             work / "corpus", n_corpus, dim, shards, seed=1, dtype=dtype, vectors=vectors, queries=queries
         )
-        figures, scan_seconds, check = scan_figures(queries, listed, k, work)
-        figures += io_figures(queries, listed, k, check.precision, work)
+        figures, scan_seconds, check = scan_figures(queries, listed, k, work, scan_device)
+        figures += io_figures(queries, listed, k, check.precision, work, device=scan_device)
         figures += embedding_figures(embedder, n_images, n_eval, n_corpus, scan_seconds, work)
         figures.append(memory_figure(n_eval, n_corpus, dim, k, work))
     return Measured(figures=figures, check=check)

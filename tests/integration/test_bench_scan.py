@@ -56,3 +56,16 @@ def test_growth_mode_times_each_size_and_draws_them(tmp_path):
     corpus_peaks = [p["peak_mib"] for p in written["points"] if p["axis"] == "corpus"]
     assert max(corpus_peaks) / min(corpus_peaks) < 1.3  # memory-mapped shards: flat in the corpus size
     assert (tmp_path / "growth.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    "options, reason",
+    [
+        (["--plot", "x.png"], "--plot draws the --growth figures: give both"),
+        (["--growth", "--scan-device", "cuda"], "--growth measures the CPU scan: leave --scan-device out"),
+    ],
+)
+def test_options_that_do_not_go_together_are_refused(tmp_path, options, reason):
+    done = subprocess.run([sys.executable, "-m", "lmms_contam.cli", "bench-scan", *options], capture_output=True,
+                          text=True, timeout=300, cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 2 and reason in done.stderr and not (tmp_path / "x.png").exists()
