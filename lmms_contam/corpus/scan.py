@@ -1,11 +1,11 @@
 """Exact streaming top-k: every eval vector against every corpus vector, one shard at a time.
 
-The eval matrix stays in memory; corpus shards (.npy, float16 or float32, read straight from the disk
-by reader.py) stream through it in chunks, each multiplied a cache-sized tile at a time and screened into a running
-top-k per eval vector (lmms_contam/corpus/screen.py). The products are float32, or faster int8
-(int8.py) or float16 ones whose every entry that could matter is recomputed exactly. Each shard's
-result is saved on its own, so a rerun skips finished shards and shards can run anywhere (in-process
-or as Ray tasks) before one merge. No index, no approximation.
+The eval matrix stays in memory; corpus shards (.npy, float16 or float32, read straight from the
+disk by reader.py) stream through it in chunks, each multiplied a cache-sized tile at a time and
+screened into a running top-k per eval vector (lmms_contam/corpus/screen.py). The products are
+float32, or faster int8 (int8.py) or float16 ones whose every entry that could matter is recomputed
+exactly. Each shard's result is saved on its own, so a rerun skips finished shards and shards can
+run anywhere (in-process or as Ray tasks) before one merge. No index, no approximation.
 """
 
 from __future__ import annotations
