@@ -158,7 +158,7 @@ def _read_rows(shard: ShardRows, start: int, stop: int, buffer: mmap.mmap) -> np
     try:
         got = _read_fully(shard.path, view, aligned, end - aligned, DIRECT)
     except OSError as exc:
-        if exc.errno != errno.EINVAL:
+        if exc.errno not in (errno.EINVAL, errno.EOPNOTSUPP):
             raise
         got = _read_fully(shard.path, view, aligned, end - aligned, 0)  # no O_DIRECT here: through the cache
     if got < end - aligned:
