@@ -315,11 +315,11 @@ class Int8Tiles:
 
 @dataclass
 class _Idle:
-    """Tiles between two scans, with what tells whether the next scan may use them."""
+    """Tiles between two scans, built from a private copy of the eval rows (tiles.eval.rows), and the caller's
+    array they were last used with."""
 
-    rows: np.ndarray  # a private copy of the eval rows the tiles were built from
     tiles: Int8Tiles
-    user: weakref.ref | None = None  # the caller's array they were last used with
+    user: weakref.ref | None = None
 
 
 _idle: list[_Idle] = []  # at most one: the last scan's tiles, while its caller's eval array lives
@@ -339,10 +339,10 @@ def tiles_for(queries: np.ndarray, row_blocks: list[tuple[int, int]], width: int
     with _idle_lock:
         idle = _idle.pop() if _idle else None
     if idle is None or not (
-        (idle.tiles.row_blocks, idle.tiles.width) == (row_blocks, width) and np.array_equal(idle.rows, queries)
+        (idle.tiles.row_blocks, idle.tiles.width) == (row_blocks, width)
+        and np.array_equal(idle.tiles.eval.rows, queries)
     ):
-        rows = queries.copy()
-        idle = _Idle(rows, Int8Tiles(rows, row_blocks, width))
+        idle = _Idle(Int8Tiles(queries.copy(), row_blocks, width))
     idle.user = weakref.ref(queries, _forget)
     yield idle.tiles
     with _idle_lock:

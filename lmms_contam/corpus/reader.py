@@ -36,13 +36,23 @@ class ShardRows:
     """A 2-D float .npy shard, read by a ShardReader (scan.scan_matrix takes it in place of an array)."""
 
     path: str
-    shape: tuple[int, int]
-    dtype: np.dtype
-    data_offset: int  # where the rows start in the file
-    mapped: np.ndarray = field(compare=False, repr=False)  # the same rows memory-mapped, for chunks already cached
+    mapped: np.memmap = field(repr=False)  # its rows memory-mapped: their layout, and chunks already cached
     next_path: str | None = None  # the shard this process scans next, if known: its first chunk is read ahead
 
     ndim = 2
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.mapped.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.mapped.dtype
+
+    @property
+    def data_offset(self) -> int:
+        """Where the rows start in the file."""
+        return int(self.mapped.offset)
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -56,14 +66,7 @@ def shard_rows(path: str | Path, next_path: str | Path | None = None) -> ShardRo
         isinstance(mapped, np.memmap) and mapped.ndim == 2 and mapped.flags.c_contiguous and mapped.dtype.kind == "f"
     ):
         return mapped
-    return ShardRows(
-        path=str(path),
-        shape=mapped.shape,
-        dtype=mapped.dtype,
-        data_offset=int(mapped.offset),
-        mapped=mapped,
-        next_path=str(next_path) if next_path else None,
-    )
+    return ShardRows(str(path), mapped, str(next_path) if next_path else None)
 
 
 class ShardReader:

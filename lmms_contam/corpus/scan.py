@@ -106,6 +106,11 @@ def _finite_block(rows: np.ndarray, first_id: int):
     return block
 
 
+def _finite_rows(rows: np.ndarray, first_id: int) -> np.ndarray:
+    """_finite_block as a numpy array, for the reduced-precision products' exact re-check."""
+    return _finite_block(rows, first_id).numpy()
+
+
 ROW_BLOCK = 8192  # eval rows per tile at most, so that tiles stay wide enough for an efficient product
 CPU_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
 
@@ -322,8 +327,8 @@ def scan_matrix(
 
     `precision` int8 computes the products in 8-bit integers on the CPU (int8.py), float16/bfloat16 in
     that precision on `device` (a GPU's fast path); both recompute in float32 or better every entry that
-    could be in the top-k or above the threshold, so results stay exact. `profile` collects where the CPU
-    scans' time goes (bench-scan's breakdown).
+    could be in the top-k or above the threshold, so results stay exact. `profile` collects where the
+    scan's time goes (bench-scan's breakdown).
     """
     if eval_vectors.ndim != 2 or corpus.ndim != 2 or eval_vectors.shape[1] != corpus.shape[1]:
         raise ValueError(f"dimension mismatch: eval {eval_vectors.shape}, corpus {corpus.shape}")
@@ -346,10 +351,10 @@ def scan_matrix(
     import torch
 
     reduced = torch.from_numpy(queries).to(device, getattr(torch, precision))
-    best = TopK.empty(len(queries), k)
-    for start, rows in _row_chunks(corpus, chunk):
-        block = _finite_block(rows, offset + start).numpy()
-        found = _reduced_chunk(queries, reduced, block, k, count_above, precision, device)
+    best, clock = TopK.empty(len(queries), k), PhaseClock(profile)
+    for start, block in _blocks(corpus, chunk, offset, clock, _finite_rows, CASTS):
+        with clock(f"{precision} products and exact re-check"):
+            found = _reduced_chunk(queries, reduced, block, k, count_above, precision, device)
         ids = np.where(found.ids >= 0, found.ids + offset + start, -1)
         if found.sims.shape[1] < k:
             pad = TopK.empty(len(queries), k - found.sims.shape[1])
@@ -407,6 +412,12 @@ def shard_key(
     )
 
 
+def next_paths(paths: list[str | Path], in_order: bool) -> list[str | None]:
+    """For each shard, the one scanned after it in the same process, whose first chunk is read ahead: only
+    where jobs run one after another here (a Ray worker does not know which shard it gets next)."""
+    return [str(path) if in_order else None for path in paths[1:]] + [None] if paths else []
+
+
 def scan_shards(
     eval_vectors: np.ndarray,
     shards: Iterable[tuple[str, Path, int]],
@@ -433,8 +444,7 @@ def scan_shards(
     }
     todo = [(name, path, offset) for name, path, offset in shards if not done[name].exists()]
     runner = runner or LocalRunner()
-    # The next job's shard is read ahead only where jobs run one after another in this process.
-    following = ([str(path) if runner.in_order else None for _, path, _ in todo[1:]] + [None])[: len(todo)]
+    following = next_paths([path for _, path, _ in todo], runner.in_order)
     jobs = [
         (str(path), offset, k, chunk, count_above, precision, device, next_path)
         for (_, path, offset), next_path in zip(todo, following, strict=True)

@@ -248,11 +248,13 @@ def scan_figures(
     if precisions is None:
         cpu = ("float32", *(["int8"] if int8.available() else []))
         precisions = cpu if device == "cpu" else (scan.resolve_precision("auto", device),)
-    reduced = [precision for precision in precisions if precision in scan.UNIT_ROUNDOFF]
-    products = _device_products(queries, shards_f32, device, reduced[0]) if reduced else None
+    reduced = next((precision for precision in precisions if precision in scan.UNIT_ROUNDOFF), None)
+    products = (
+        _device_products(queries, shards_f32, device, reduced) if reduced else _tile_products(queries, shards_f32)
+    )
     *scan_seconds, gemm_seconds, faiss_seconds = _timed_rounds(
         *[_scan(queries, listed, k, work / precision, precision, device) for precision in precisions],
-        products or _tile_products(queries, shards_f32),
+        products,
         lambda _: index.search(queries, k),
     )
     figures = []
@@ -289,8 +291,6 @@ class ScanCheck:
         seconds = self.profile.seconds
         total = sum(seconds.values())
         lines = [f"{self.precision} scan, where the time goes ({total:.2f} s in all):"]
-        if not seconds:  # the accelerator scans time no phases
-            lines = [f"{self.precision} scan: no breakdown by phase"]
         lines += [f"  {phase:<40} {spent:8.3f} s  {100 * spent / total:5.1f}%" for phase, spent in seconds.items()]
         if self.precision != "float32":
             lines.append(f"  {'entries recomputed exactly':<40} {self.profile.recomputed:>10,}")
@@ -337,7 +337,7 @@ def check_scan(
     1e-5, and every id the reference ranks above its k-th best by more than that found."""
     profile = scan.ScanProfile()
     found = scan.TopK.empty(len(queries), k)
-    following = [path for _, path, _ in listed[1:]] + [None]
+    following = scan.next_paths([path for _, path, _ in listed], in_order=True)
     for (_, path, offset), next_path in zip(listed, following, strict=True):
         corpus = shard_rows(path, next_path)  # read as scan_shards reads it
         found = scan.merge(

@@ -200,8 +200,9 @@ def _anchor(*parts: str) -> str:
     return "img-" + hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:16]
 
 
-def _flagged_section(result: BenchmarkResult, name: str, room: int) -> str:
-    """The first flagged items of one model and benchmark as image pairs, at most `room` of them."""
+def _flagged_section(result: BenchmarkResult, name: str, room: int) -> tuple[str, int]:
+    """The first flagged items of one model and benchmark as image pairs, at most `room` of them, and how
+    many it shows."""
     shown = result.flagged[: min(MAX_FLAGGED_SHOWN, room)]
     found, note = evidence_mod.collect(result.benchmark, {f.original.item_id for f in shown})
     parts = [f"<h3>{html.escape(name)}: {html.escape(result.benchmark)}: {len(result.flagged)} flagged</h3>"]
@@ -231,7 +232,7 @@ def _flagged_section(result: BenchmarkResult, name: str, room: int) -> str:
             f"<p>model on original: <code>{html.escape(item.original.response)}</code><br>"
             f"model on perturbed: <code>{html.escape(item.perturbed.response)}</code></p></div></div>"
         )
-    return "".join(parts)
+    return "".join(parts), len(shown)
 
 
 def _matches_section(rates: BenchmarkRates) -> str:
@@ -324,8 +325,9 @@ def to_html(analysed: Analysed) -> str:
         )
         room = PAGE_PAIRS
         for r in (r for r in results if r.flagged):
-            sections.append(_flagged_section(r, names[r.model], room))
-            room -= min(MAX_FLAGGED_SHOWN, room, len(r.flagged))
+            section, shown = _flagged_section(r, names[r.model], room)
+            sections.append(section)
+            room -= shown
     if names:
         sections += ["<h2>Models</h2>", _table(*model_rows(analysed))]
     body = "\n".join(sections)

@@ -102,8 +102,8 @@ def test_eval_tiles_are_reused_only_for_the_same_unchanged_rows_and_dropped_with
         assert again is first
         with int8.tiles_for(queries, *layout) as meanwhile:  # a second scan at the same time: its own tiles
             assert meanwhile is not first
-    with int8.tiles_for(queries.copy(), *layout) as equal_copy:  # the same rows in another array
-        assert equal_copy.eval.levels.tobytes() == first.eval.levels.tobytes()
+    with int8.tiles_for(queries.copy(), *layout) as equal_copy:  # the same rows in another array: reused
+        assert equal_copy is first and not np.shares_memory(first.eval.rows, queries)
     before = scan_matrix(queries, corpus, offset=0, precision="int8")
     queries[3] = corpus[77]  # changed in place between two scans: the stale tiles must not be used
     with int8.tiles_for(queries, *layout) as changed:
