@@ -26,6 +26,7 @@ class ContamRecord:
     correct: int  # 0 or 1, as the built-in task scored the document
     n_options: int
     gold: str = ""
+    original_gold: str = ""  # the original version's gold: what a built-in run of the benchmark must have asked
     stratum: str = ""  # MMStar's l2_category: the paired statistics' strata
     group: str = ""  # NaturalBench's group and slot
     slot: str = ""
@@ -47,6 +48,7 @@ class ContamRecord:
             correct=int(logged["correct"]),
             n_options=int(logged["n_options"]),
             gold=str(logged.get("gold") or ""),
+            original_gold=str(logged.get("original_gold") or ""),
             stratum=str(logged.get("stratum") or ""),
             group=str(logged.get("group") or ""),
             slot=str(logged.get("slot") or ""),

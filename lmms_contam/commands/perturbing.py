@@ -80,7 +80,7 @@ def _verify(args: argparse.Namespace) -> int:
             folder = folder.parent if folder.name == VERIFIED_SUBSET else folder
         config = PerturbConfig.from_yaml(args.config)
         calibration = None
-        if args.calibrate:
+        if args.calibrate is not None:  # 0 is refused, not ignored
             from lmms_contam.synthetic.calibration import calibrate, summary
 
             measured = calibrate(
@@ -164,7 +164,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "flawed in four ways, at the set's image size) and record how often it keeps a flawed one or "
         "rejects a good one, with 95%% intervals, in the verified set's manifest; the report warns "
         "when the keep rate is above the one the judge-quality study found safe. Simple shapes: a "
-        "lower bound on the judge's errors. Try 200",
+        "lower bound on the judge's errors. 2 to 10,000; try 200",
     )
     add_failure_rate_argument(verify)
     verify.set_defaults(run=_verify)

@@ -14,7 +14,7 @@ def _report(args: argparse.Namespace) -> int:
     from lmms_contam.report.inputs import Loaded, ReportInputError, text_only_baselines
 
     try:
-        loaded = read_runs(args.paths) if args.paths else Loaded([], [])
+        loaded = read_runs(args.paths, args.pair_differing_settings) if args.paths else Loaded([], [])
         baseline = args.text_only_baseline
         baselines = text_only_baselines(read_runs([baseline]), baseline) if baseline else None
         _, markdown = build(
@@ -60,5 +60,11 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="the base LLM's lmms-eval output of the *_text_only tasks: text-only leakage is then "
         "MMStar's multi-modal leakage, max(0, S_wv - S_t), with S_t that run's accuracy on the "
         "same items (default: against chance, 1 / options)",
+    )
+    report.add_argument(
+        "--pair-differing-settings",
+        action="store_true",
+        help="leaderboard mode: pair a built-in run with a *_perturbed run made with other prompt, model or "
+        "generation settings (refused by default: the delta could come from them); the verdict then says so",
     )
     report.set_defaults(run=_report)

@@ -22,7 +22,9 @@ def _written_by(path: Path) -> tuple[bool, bool]:
     raise ReportInputError(f"{path}: no such file or folder")
 
 
-def read_runs(paths: Iterable[str | Path]) -> Loaded:
+def read_runs(paths: Iterable[str | Path], pair_differing_settings: bool = False) -> Loaded:
+    """Every run under `paths`, by the host that wrote it. `pair_differing_settings`: leaderboard mode pairs a
+    built-in run with a perturbed run made with other prompt or generation settings (else refused)."""
     by_host: dict[bool, list[Path]] = {True: [], False: []}  # lmms-eval's paths, VLMEvalKit's paths
     for path in map(Path, paths):
         lmms_eval, vlmevalkit = _written_by(path)
@@ -37,7 +39,7 @@ def read_runs(paths: Iterable[str | Path]) -> Loaded:
             by_host[False].append(path)
     loaded = Loaded([], [])
     if by_host[True]:
-        loaded += lmms_eval_reader.load(by_host[True])
+        loaded += lmms_eval_reader.load(by_host[True], pair_differing_settings)
     if by_host[False]:
         loaded += vlmevalkit_reader.load(by_host[False])
     if not (loaded.benchmarks or loaded.detectors or loaded.scanned):

@@ -18,6 +18,12 @@ class ReportInputError(ValueError):
     """Input that cannot be reported on as it is."""
 
 
+def same_text(a: str, b: str) -> bool:
+    """The same words in the same order: how two hosts' copies of one question are compared (a harness may
+    re-wrap or re-space a text it carries, never change its words)."""
+    return a.split() == b.split()
+
+
 @dataclass(frozen=True)
 class ScoredItem(ContamRecord):
     """A logged record with the model's reply."""

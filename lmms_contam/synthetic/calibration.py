@@ -25,7 +25,7 @@ from lmms_contam.perturb.config import PerturbConfig
 from lmms_contam.perturb.verify import judge_counterfactual
 from lmms_contam.store import StageStore
 from lmms_contam.synthetic import benchmark, flaws
-from lmms_contam.synthetic.scenes import counterfactual, render
+from lmms_contam.synthetic.scenes import Scene, counterfactual, render
 
 PREFIX = "calibration"
 # The judge-quality study's largest safe rate of keeping flawed counterfactuals, as this calibration measures
@@ -36,18 +36,40 @@ PREFIX = "calibration"
 SAFE_KEEP_FLAWED: float | None = 0.14
 
 
+MAX_ITEMS = 10_000  # each item is a judge call; a calibration's interval is already +-1% at this size
+
+
 @dataclass(frozen=True)
 class CalibrationItem:
+    """One item to ask about; its images are drawn when it is asked, so memory does not grow with N."""
+
     key: str
-    item: Item
-    image: Image.Image
-    new_letter: str
+    scene: Scene
+    new: int  # index of the new answer among the options
     flaw: str | None  # None: the ideal counterfactual
+    size: tuple[int, int] | None  # the set's image size (None: the scene's own)
+
+    @property
+    def new_letter(self) -> str:
+        return option_letters(4)[self.new]
+
+    def item(self) -> Item:
+        return benchmark.to_item(self.key.removeprefix(f"{PREFIX}:"), self.scene)
+
+    def image(self) -> Image.Image:
+        item_id = self.key.removeprefix(f"{PREFIX}:")
+        flawed = self.flaw and flaws.flawed_image(self.scene, self.new, self.flaw, item_id)
+        image = flawed or render(counterfactual(self.scene, self.new))
+        if self.size and image.size != tuple(self.size):
+            image = image.resize(tuple(self.size), Image.Resampling.NEAREST)  # the colours stay exact
+        return image
 
 
 def calibration_items(count: int, size: tuple[int, int] | None = None) -> list[CalibrationItem]:
     """`count` items, good and flawed in turn (the flaws' four kinds in turn), from clear scenes only: an
     ambiguous scene's good counterfactual reads as another option, which no judge can tell from a flaw."""
+    if not 2 <= count <= MAX_ITEMS:
+        raise ValueError(f"--calibrate takes 2 to {MAX_ITEMS:,} items (one good, one flawed at least), got {count:,}")
     kinds = list(flaws.FLAW_SHARES)
     items: list[CalibrationItem] = []
     start = 0
@@ -55,17 +77,9 @@ def calibration_items(count: int, size: tuple[int, int] | None = None) -> list[C
         for item_id, scene in benchmark.scenes(PREFIX, count, 0, start):
             if scene.confusion or len(items) == count:
                 continue
-            item = benchmark.to_item(item_id, scene)
-            new = benchmark.swapped_answer(item, 0)
+            new = benchmark.swapped_answer(benchmark.to_item(item_id, scene), 0)
             flaw = None if len(items) % 2 == 0 else kinds[(len(items) // 2) % len(kinds)]
-            image = flaws.flawed_image(scene, new, flaw, item_id) if flaw else render(counterfactual(scene, new))
-            if size and image.size != tuple(size):
-                image = image.resize(tuple(size), Image.Resampling.NEAREST)  # the colours stay exact
-            items.append(
-                CalibrationItem(
-                    key=f"{PREFIX}:{item_id}", item=item, image=image, new_letter=option_letters(4)[new], flaw=flaw
-                )
-            )
+            items.append(CalibrationItem(key=f"{PREFIX}:{item_id}", scene=scene, new=new, flaw=flaw, size=size))
         start += count
     return items
 
@@ -97,8 +111,6 @@ class Calibration:
 
 
 def _rate(k: int, n: int) -> tuple[float, tuple[float, float]]:
-    if not n:
-        return float("nan"), (float("nan"), float("nan"))
     interval = scipy_stats.binomtest(k, n).proportion_ci(0.95, method="exact")
     return k / n, (round(float(interval.low), 4), round(float(interval.high), 4))
 
@@ -106,17 +118,17 @@ def _rate(k: int, n: int) -> tuple[float, tuple[float, float]]:
 def calibrate(
     config: PerturbConfig, work: Path, count: int, size: tuple[int, int] | None, max_failure_rate: float = 0.5
 ) -> Calibration:
-    """Ask the configured judge about `count` calibration items; raises TooManyFailures as `verify` does."""
+    """Ask the configured judge about `count` calibration items; raises TooManyFailures as `verify` does, and
+    when no good or no flawed item got a usable verdict (a rate of nothing is no calibration)."""
     if config.judge is None:
         raise ValueError("the recipe has no verify.judge section: calibration needs a judge model")
-    if count < 2:
-        raise ValueError(f"--calibrate needs at least 2 items (one good, one flawed), got {count}")
     items = calibration_items(count, size)
     client = ChatClient(config.judge_endpoint, stage="calibration")
     store = StageStore(work)
 
     def ask(entry: CalibrationItem) -> dict:
-        return judge_counterfactual(client, store, entry.key, entry.item, entry.image, entry.new_letter, config.judge)
+        image = entry.image()
+        return judge_counterfactual(client, store, entry.key, entry.item(), image, entry.new_letter, config.judge)
 
     verdicts = client.map(ask, items, desc="calibrating the judge")
     problems = failure_problems([client.outcomes], max_failure_rate)
@@ -125,6 +137,12 @@ def calibrate(
     answered = [(e, v) for e, v in zip(items, verdicts, strict=True) if not isinstance(v, BaseException)]
     flawed = [(e, v) for e, v in answered if e.flaw]
     good = [(e, v) for e, v in answered if not e.flaw]
+    unmeasured = [side for side, judged in (("flawed", flawed), ("good", good)) if not judged]
+    if unmeasured:
+        raise TooManyFailures(
+            f"calibration measured nothing: the judge gave no usable verdict on any {' or '.join(unmeasured)} "
+            f"item ({len(items) - len(answered)} of {len(items)} calls failed)"
+        )
     flawed_kept = sum(v["outcome"] == "keep" for _, v in flawed)
     good_rejected = sum(v["outcome"] != "keep" for _, v in good)
     keep_flawed, keep_ci = _rate(flawed_kept, len(flawed))
@@ -137,7 +155,7 @@ def calibrate(
     return Calibration(
         judge=config.judge_endpoint.model,
         items=len(items),
-        image_size=items[0].image.size,
+        image_size=tuple(size) if size else items[0].image().size,
         flawed=len(flawed),
         flawed_kept=flawed_kept,
         good=len(good),

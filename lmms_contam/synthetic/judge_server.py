@@ -99,7 +99,7 @@ def truths_of(data: Path) -> dict[str, Truth]:
 def calibration_truths(items: list) -> dict[str, Truth]:
     """The truths of `verify --calibrate`'s items (calibration.CalibrationItem), so an erring judge can be
     calibrated too."""
-    return {pixel_digest(e.image): Truth(e.key, e.new_letter, e.flaw is not None) for e in items}
+    return {pixel_digest(e.image()): Truth(e.key, e.new_letter, e.flaw is not None) for e in items}
 
 
 def erring_verdict(body: dict, errors: JudgeErrors, truths: dict[str, Truth]) -> dict:

@@ -25,6 +25,7 @@ from lmms_contam.detectors.options import gold_letter, rotations
 from lmms_contam.hosts.vlmevalkit.bindings import CIRCULAR_NAMES, EXPORTABLE, REFUSED, dataset_name
 from lmms_contam.hosts.vlmevalkit.export import families
 from lmms_contam.hosts.vlmevalkit.prompt import INSTRUCTION, mcq_prompt
+from lmms_contam.hosts.vlmevalkit.row_content import content_index
 from lmms_contam.registry.specs import PERTURBABLE, SPECS
 from lmms_contam.schema import manifest_beside
 
@@ -86,7 +87,8 @@ def work_dir(exported, mmstar_rows, tmp_path_factory) -> tuple[Path, ScriptedVLM
 def test_the_export_holds_both_versions_of_every_item_as_vlmevalkit_reads_them(exported, mmstar_rows, fixture_sets):
     table = read_tsv(exported / "MMStar_contam.tsv")
     set_manifest = hashlib.sha256(manifest_beside(fixture_sets["mmstar"]).read_bytes()).hexdigest()
-    assert len(table) == 2 * len(mmstar_rows) and table["index"].tolist() == [str(i) for i in range(len(table))]
+    assert len(table) == 2 * len(mmstar_rows) and table["index"].is_unique
+    assert table["index"].tolist() == [str(content_index(row)) for row in table.to_dict("records")]
     by_item = {row["item_id"]: row for row in mmstar_rows}
     for line in table.to_dict("records"):
         row = by_item[line["contam_item_id"]]

@@ -25,6 +25,9 @@ class LmmsEvalBinding:
     # The item's original id in a sample line of the built-in task, where its logged output names one (lmms-eval
     # does not log the document): leaderboard mode pairs such a run with the `*_perturbed` task by it.
     logged_id: Callable[[dict], str] | None = None
+    # The built-in's aggregation functions (in its scorer's module) that compute from the samples alone, with no
+    # judge, file or network: the report recomputes a built-in run's figures with them.
+    builtin_aggregations: tuple[str, ...] = ()
 
 
 MMSTAR_SCORER = BuiltinScorer(
@@ -44,6 +47,7 @@ BINDINGS: dict[str, LmmsEvalBinding] = {
         builtin.mmstar_doc,
         builtin_yaml="mmstar/mmstar.yaml",
         logged_id=lambda sample: str(sample["average"]["question_id"]),
+        builtin_aggregations=("mmstar_aggregate_results",),
     ),
     "realworldqa": LmmsEvalBinding(
         _exact_match("lmms_eval.tasks.realworldqa.utils", "realworldqa_process_results"),
@@ -70,6 +74,7 @@ BINDINGS: dict[str, LmmsEvalBinding] = {
         builtin_yaml="seedbench/seedbench.yaml",
         image_list=True,
         logged_id=lambda sample: str(sample["seed_all"]["question_id"]),
+        builtin_aggregations=("seed_aggregation_result",),
     ),
     "mmbench": LmmsEvalBinding(
         BuiltinScorer("lmms_eval.tasks.mmbench.en_utils", "mmbench_process_results", builtin.mmbench_correct),
@@ -100,6 +105,7 @@ BINDINGS: dict[str, LmmsEvalBinding] = {
         builtin_yaml="mmmu/mmmu_val.yaml",
         image_field="image_1",
         logged_id=lambda sample: str(sample["mmmu_acc"]["id"]),
+        builtin_aggregations=("mmmu_aggregate_results",),
     ),
     "scienceqa": LmmsEvalBinding(
         _exact_match("lmms_eval.tasks.scienceqa.utils", "sqa_process_results"),

@@ -8,6 +8,9 @@ recomputed from the samples with the task's own aggregation, so a samples file o
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import io
 import json
 import math
 import re
@@ -24,7 +27,15 @@ from lmms_contam.hosts.lmms_eval.bindings import BINDINGS, binding
 from lmms_contam.hosts.lmms_eval.scoring import AGGREGATIONS, task_metrics
 from lmms_contam.records import ORIGINAL, PERTURBED, ContamRecord, checked
 from lmms_contam.registry.specs import PERTURBABLE, SCANNABLE, WITH_DETECTORS
-from lmms_contam.report.inputs import DetectorRun, Loaded, ModelBenchmark, ReportInputError, ScannedRun, ScoredItem
+from lmms_contam.report.inputs import (
+    DetectorRun,
+    Loaded,
+    ModelBenchmark,
+    ReportInputError,
+    ScannedRun,
+    ScoredItem,
+    same_text,
+)
 
 TASK_VERSION = 1.0
 KNOWN_TASK = re.compile(rf"^({'|'.join(PERTURBABLE)})_(contam|original|perturbed)$")
@@ -173,20 +184,33 @@ class _Source:
     results_file: Path
     metrics: dict  # the task's section of results.json's "results": what the run logged for it
     settings: dict  # what decides the replies besides the model: its prompt and generation settings
+    aggregations: dict  # metric -> the name of the function the task aggregates it with
 
 
 BUILTIN = "builtin"
 FUNCTION = re.compile(r"<function (?P<name>[\w.<>]+) at 0x[0-9a-f]+>")
 # Settings of a task and a run that decide the replies besides the model; compared in leaderboard mode.
-PROMPT_SETTINGS = ("doc_to_visual", "doc_to_text", "lmms_eval_specific_kwargs", "generation_kwargs")
+PROMPT_SETTINGS = ("doc_to_visual", "doc_to_text", "lmms_eval_specific_kwargs")
+TASK_SETTINGS = (*PROMPT_SETTINGS, "generation_kwargs")
 RUN_SETTINGS = ("model", "model_args", "gen_kwargs")
+
+
+def _aggregations(results: dict, task: str) -> dict[str, str]:
+    """Each metric of `task` in this run and the name of the function that aggregated it."""
+    config = results.get("configs", {}).get(task) or {}
+    entries = config.get("metric_list") if isinstance(config, dict) else None
+    named = {}
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict) and (found := FUNCTION.match(str(entry.get("aggregation", "")))):
+            named[str(entry.get("metric"))] = found["name"].rsplit(".", 1)[-1]
+    return named
 
 
 def _settings(results: dict, task: str) -> dict:
     """The prompt and generation settings of `task` in this run, functions by name (their address differs)."""
     config = results.get("configs", {}).get(task) or {}
     values = {
-        **{k: config.get(k) for k in PROMPT_SETTINGS},
+        **{k: config.get(k) for k in TASK_SETTINGS},
         **{k: results.get("config", {}).get(k) for k in RUN_SETTINGS},
     }
     return {key: FUNCTION.sub(r"\g<name>", str(value)) for key, value in values.items()}
@@ -234,6 +258,7 @@ def _discover(paths: list[str | Path]) -> tuple[list[_Source], set[str]]:
                     results_path,
                     metrics if isinstance(metrics, dict) else {},
                     _settings(results, task),
+                    _aggregations(results, task),
                 )
             )
     named = [Path(p) for p in paths if Path(p).is_file() and SAMPLES_FILE.match(Path(p).name)]
@@ -277,8 +302,10 @@ def _select(model: str, benchmark: str, sources: list[_Source]) -> list[_Source]
     return [by_kind["original"], by_kind["perturbed"]]
 
 
-def load(paths: Iterable[str | Path]) -> Loaded:
-    """Every model's scored items per benchmark, and its peer detector records, from the samples files."""
+def load(paths: Iterable[str | Path], pair_differing_settings: bool = False) -> Loaded:
+    """Every model's scored items per benchmark, and its peer detector records, from the samples files.
+    `pair_differing_settings`: pair a built-in run with a perturbed run made with other prompt or generation
+    settings (refused by default: the delta could come from them)."""
     paths = list(paths)
     sources, unknown = _discover(paths)
     if not sources:
@@ -294,7 +321,7 @@ def load(paths: Iterable[str | Path]) -> Loaded:
     for (model, benchmark), found in sorted(grouped.items()):
         perturbation = [source for source in found if source.kind not in (*DETECTORS, "scanned")]
         if perturbation and {source.kind for source in perturbation} != {BUILTIN}:  # a built-in run alone: not ours
-            benchmarks.append(_perturbation_entry(model, benchmark, perturbation))
+            benchmarks.append(_perturbation_entry(model, benchmark, perturbation, pair_differing_settings))
         by_kind = _one_run_per_kind(model, benchmark, [source for source in found if source not in perturbation])
         detectors += [_detector_run(by_kind[name]) for name in DETECTORS if name in by_kind]
         if "scanned" in by_kind:
@@ -302,11 +329,14 @@ def load(paths: Iterable[str | Path]) -> Loaded:
     return Loaded(benchmarks, detectors, scanned)
 
 
-def _perturbation_entry(model: str, benchmark: str, candidates: list[_Source]) -> ModelBenchmark:
+def _perturbation_entry(
+    model: str, benchmark: str, candidates: list[_Source], pair_differing_settings: bool
+) -> ModelBenchmark:
     entry = ModelBenchmark(model, benchmark)
-    for source in _select(model, benchmark, candidates):
+    prompts: dict[str, str] = {}  # item id -> the prompt its perturbed version was asked with
+    selected = _select(model, benchmark, candidates)
+    for source in selected:
         if source.kind == BUILTIN:
-            _add_originals_of_builtin_run(entry, source, candidates)
             continue
         samples = _read_samples(source.samples, source.logged)
         read = []
@@ -317,17 +347,30 @@ def _perturbation_entry(model: str, benchmark: str, candidates: list[_Source]) -
             if item.variant in entry.items[item.item_id]:
                 raise ReportInputError(f"{source.samples}:{number}: repeats item {item.item_id} ({item.variant})")
             entry.items[item.item_id][item.variant] = item
+            prompts[item.item_id] = str(sample.get("input", ""))
             read.append(item.as_logged())
         _check_logged_metrics(source, read)
         for variant in ("original", "perturbed") if source.kind == "contam" else (source.kind,):
             entry.sources[variant] = str(source.samples)
+    if selected[-1].kind == BUILTIN:
+        _add_originals_of_builtin_run(entry, selected[-1], selected[0], prompts, pair_differing_settings)
     entry.check_pairs()
     return entry
 
 
-def _builtin_originals(source: _Source) -> dict[str, ScoredItem]:
+@dataclass(frozen=True)
+class _BuiltinSample:
+    correct: int
+    gold: str  # the target the built-in task logged
+    prompt: str  # the text it asked with (lmms-eval's `input`)
+    response: str
+    line: int
+
+
+def _builtin_samples(source: _Source) -> tuple[dict[str, _BuiltinSample], str | None]:
     """The built-in run's record of each item, keyed by its original id (read from the output the built-in task
-    logged: lmms-eval does not log the document): correctness as the built-in scored it, the reply, the target."""
+    logged: lmms-eval does not log the document), after its logged figures are recomputed from these samples;
+    and a note when they could not be."""
     bound = binding(source.benchmark)
     if bound.logged_id is None:
         raise ReportInputError(
@@ -335,8 +378,9 @@ def _builtin_originals(source: _Source) -> dict[str, ScoredItem]:
             f"samples, so its run cannot be paired with {source.benchmark}_perturbed; run "
             f"{source.benchmark}_contam (or {source.benchmark}_original) instead"
         )
+    samples = _read_samples(source.samples, source.logged)
     originals = {}
-    for number, sample in _read_samples(source.samples, source.logged):
+    for number, sample in samples:
         try:
             original_id, correct = bound.logged_id(sample), int(bound.scorer.read_correct({}, sample))
         except (KeyError, TypeError, ValueError) as exc:
@@ -344,26 +388,63 @@ def _builtin_originals(source: _Source) -> dict[str, ScoredItem]:
                 f"{source.samples}:{number}: not a sample of lmms-eval's {source.benchmark} task "
                 f"({type(exc).__name__}: {exc})"
             ) from exc
+        if original_id in originals:
+            raise ReportInputError(f"{source.samples}:{number}: repeats item {original_id}")
         response = sample.get("filtered_resps")
         response = response[0] if isinstance(response, list) and response else response
-        originals[original_id] = ScoredItem(
-            benchmark=source.benchmark,
-            item_id="",
-            original_id=original_id,
-            variant=ORIGINAL,
-            correct=correct,
-            n_options=0,
-            gold=str(sample.get("target", "")),
-            response=str(response or ""),
+        originals[original_id] = _BuiltinSample(
+            correct, str(sample.get("target", "")), str(sample.get("input", "")), str(response or ""), number
         )
-    return originals
+    return originals, _check_builtin_metrics(source, [sample for _, sample in samples])
 
 
-def _add_originals_of_builtin_run(entry: ModelBenchmark, source: _Source, candidates: list[_Source]) -> None:
-    """Leaderboard mode: each perturbed item's original version from lmms-eval's own run of the benchmark, by its
-    original id; the run's other items are left out. Prompt or generation settings that differ between the two
-    runs are noted: they, not only memorisation, could move the delta."""
-    originals = _builtin_originals(source)
+def _check_builtin_metrics(source: _Source, samples: list[dict]) -> str | None:
+    """Each figure the built-in run logged, recomputed from its samples with the built-in's own aggregation where
+    that needs nothing but the samples: a samples file of another run is refused. Returns what could not be
+    recomputed, for the report to name."""
+    bound = binding(source.benchmark)
+    module = importlib.import_module(bound.scorer.module)
+    unchecked = []
+    for metric, function in source.aggregations.items():
+        logged = [value for key, value in source.metrics.items() if key.split(",")[0] == metric]
+        theirs = _number(logged[0]) if len(logged) == 1 else None
+        if function not in bound.builtin_aggregations or theirs is None:
+            unchecked.append(f"{metric} ({function})")
+            continue
+        with contextlib.redirect_stdout(io.StringIO()):  # some built-in aggregations print their tables
+            ours = float(getattr(module, function)([sample[metric] for sample in samples if metric in sample]))
+        if not math.isclose(ours, theirs, rel_tol=1e-6, abs_tol=1e-9):
+            raise ReportInputError(
+                f"{source.samples}: its samples give {metric} = {ours:.6g}, but {source.results_file} logged "
+                f"{theirs:.6g} for {source.samples.name}'s task: the samples file is not this run's (another "
+                "model's, or lines replaced)"
+            )
+    if not unchecked:
+        return None
+    return (
+        f"the built-in run's {', '.join(unchecked)} could not be recomputed from its samples (an aggregation "
+        "that needs more than them): its samples are taken as that run's unchecked"
+    )
+
+
+def _add_originals_of_builtin_run(
+    entry: ModelBenchmark, source: _Source, perturbed_run: _Source, prompts: dict[str, str], pair_differing: bool
+) -> None:
+    """Leaderboard mode: each perturbed item's original version from lmms-eval's own run of the benchmark, found
+    by its original id and checked by content: the built-in asked the same question with the same options (its
+    prompt is the perturbed version's, both built from the set's item) and logged the original's gold. The run's
+    other items are left out. Runs made with other prompt or generation settings are refused unless
+    `pair_differing`: they, not only memorisation, could move the delta."""
+    differing = [key for key in source.settings if source.settings[key] != perturbed_run.settings[key]]
+    if differing and not pair_differing:
+        raise ReportInputError(
+            f"{entry.model}, {entry.benchmark}: the built-in run ({source.samples}) and the perturbed run "
+            f"({perturbed_run.samples}) differ in {', '.join(differing)}: the delta could come from that, not "
+            "memorisation; rerun one with the other's settings, or pass --pair-differing-settings to pair them "
+            "anyway (the verdict then says so)"
+        )
+    prompts_differ = any(key in PROMPT_SETTINGS for key in differing)
+    originals, unchecked = _builtin_samples(source)
     for item_id, versions in entry.items.items():
         perturbed = versions[PERTURBED]
         found = originals.get(perturbed.original_id)
@@ -372,23 +453,39 @@ def _add_originals_of_builtin_run(entry: ModelBenchmark, source: _Source, candid
                 f"{source.samples}: no item {perturbed.original_id} of {entry.benchmark}, which "
                 f"the perturbed run scored ({item_id}); pair runs of the same split"
             )
+        what = _mismatch(perturbed, found, prompts.get(item_id, ""), check_prompt=not prompts_differ)
+        if what:
+            raise ReportInputError(
+                f"{entry.model}, {entry.benchmark}: item {perturbed.original_id} is not the same item in "
+                f"{source.samples}:{found.line} and {perturbed_run.samples} ({what}): the built-in run is of "
+                "another version of the benchmark; pair runs of the set's own version"
+            )
         versions[ORIGINAL] = replace(
             perturbed, variant=ORIGINAL, correct=found.correct, gold=found.gold, response=found.response
         )
     entry.sources[ORIGINAL] = str(source.samples)
-    perturbed_run = next(s for s in candidates if s.kind == PERTURBED)
-    differing = [key for key in source.settings if source.settings[key] != perturbed_run.settings[key]]
-    entry.notes = (
-        *entry.notes,
+    notes = [
         f"leaderboard mode: the originals from {source.samples.name} (lmms-eval's own task), "
-        f"{len(entry.items)} of its {len(originals)} items",
-    )
+        f"{len(entry.items)} of its {len(originals)} items, each matched by its question, options and gold"
+        + (" (gold only: the prompts differ)" if prompts_differ else "")
+    ]
     if differing:
-        entry.notes = (
-            *entry.notes,
-            f"the built-in run and the perturbed run differ in {', '.join(differing)}: the "
-            "delta may come from that, not only from memorisation",
+        notes.append(
+            f"PAIRED DESPITE DIFFERING SETTINGS (--pair-differing-settings): the built-in run and the perturbed run "
+            f"differ in {', '.join(differing)}: the delta may come from that, not only from memorisation"
         )
+    entry.notes = (*entry.notes, *notes, *([unchecked] if unchecked else []))
+
+
+def _mismatch(perturbed: ScoredItem, found: _BuiltinSample, prompt: str, check_prompt: bool) -> str:
+    """How the built-in run's item differs from the set's original, or an empty string."""
+    if not perturbed.original_gold:
+        return "the perturbed run logged no original gold: it was made by an lmms-contam before 0.3; rerun it"
+    if found.gold.strip() != perturbed.original_gold.strip():
+        return f"gold {found.gold!r} there, {perturbed.original_gold!r} in the set"
+    if check_prompt and not same_text(found.prompt, prompt):
+        return f"asked {found.prompt[:80]!r} there, {prompt[:80]!r} here"
+    return ""
 
 
 def _unrepeated(source: _Source, read: Callable[[dict, Path, int], T], key: Callable[[T], tuple[str, str]]) -> list[T]:

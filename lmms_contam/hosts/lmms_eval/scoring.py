@@ -101,6 +101,7 @@ def _score(benchmark: str, doc: dict, results: list) -> tuple[dict, dict]:
         correct=correct,
         n_options=doc["contam_n_options"],
         gold=doc["contam_gold"],
+        original_gold=doc["contam_original_answer"],
         stratum=doc["contam_stratum"],
         group=doc["contam_group"],
         slot=doc["contam_slot"],

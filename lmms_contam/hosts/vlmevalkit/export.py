@@ -14,9 +14,11 @@ VLMEvalKit then asks the questions alone.
 from __future__ import annotations
 
 import base64
+import csv
 import hashlib
 import json
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +32,7 @@ from lmms_contam.detectors.circular import CIRCULAR
 from lmms_contam.detectors.options import question_stem
 from lmms_contam.detectors.registry import DETECTORS
 from lmms_contam.hosts.vlmevalkit.bindings import VLMEvalKitBinding, binding, dataset_name
+from lmms_contam.hosts.vlmevalkit.row_content import cell_text, content_index, is_content
 from lmms_contam.letters import option_letters
 from lmms_contam.records import CONTAM, ORIGINAL, PERTURBED
 from lmms_contam.registry.specs import SPECS
@@ -68,6 +71,7 @@ class Exported:
     items: int
     rows: int
     verification: dict | None  # the set's own record of how it was verified
+    left_out: dict[str, str]  # item id -> why VLMEvalKit would not read it as written
 
 
 def _image_bytes(value: dict) -> bytes:
@@ -90,6 +94,7 @@ def _tsv_row(benchmark: str, bound: VLMEvalKitBinding, row: dict, version: Versi
         "contam_item_id": row["item_id"],
         "contam_original_id": row["original_id"],
         "contam_variant": version.variant,
+        "contam_original_answer": row["original_answer"],  # what a leaderboard run of the benchmark asked
         "contam_n_options": len(options),
         "contam_stratum": row["l2_category"] if SPECS[benchmark].stratified else "",
         "contam_set_manifest": set_manifest or "",
@@ -101,13 +106,65 @@ def _tsv_row(benchmark: str, bound: VLMEvalKitBinding, row: dict, version: Versi
     return record
 
 
+def vlmevalkit_reads(tsv: Path) -> pd.DataFrame:
+    """A TSV as VLMEvalKit reads it (`vlmeval.smp.load` of a .tsv: pandas' defaults, which read `None`, `NA`,
+    `nan`, an empty cell and the rest of pandas' missing-value strings as missing)."""
+    return pd.read_csv(tsv, sep="\t")
+
+
+def _write_tsv(table: pd.DataFrame, path: Path) -> None:
+    # Every text quoted: a lone carriage return splits a row for pandas' reader where the line is not quoted.
+    table.to_csv(path, sep="\t", index=False, quoting=csv.QUOTE_NONNUMERIC)
+
+
+def _content(table: pd.DataFrame) -> pd.DataFrame:
+    return table[[c for c in table.columns if is_content(c)]].map(cell_text)
+
+
+def _content_read_back(table: pd.DataFrame, tsv: Path) -> pd.DataFrame:
+    """The table's content columns as text, as VLMEvalKit reads them back from `tsv`."""
+    read = vlmevalkit_reads(tsv)
+    if len(read) != len(table):
+        raise PerturbedSetError(f"{tsv}: reads back as {len(read)} rows for {len(table)}: a field splits a line")
+    return _content(read.reindex(columns=table.columns))
+
+
+def _probed(table: pd.DataFrame) -> pd.DataFrame:
+    """The content columns as VLMEvalKit would read them, from a TSV of those columns alone."""
+    with tempfile.TemporaryDirectory(prefix="lmms-contam-export-") as folder:
+        probe = Path(folder) / "probe.tsv"
+        _write_tsv(table[[c for c in table.columns if is_content(c)]], probe)
+        return _content_read_back(table, probe)
+
+
+def _unreadable_items(table: pd.DataFrame, read: pd.DataFrame) -> dict[str, str]:
+    """Items a field of which VLMEvalKit would not read as written (as missing, or as another number), with
+    why: the prompt it builds would lack or change that field."""
+    why: dict[str, str] = {}
+    for column in read.columns:
+        for row in (table[column].map(cell_text) != read[column]).to_numpy().nonzero()[0]:
+            seen = f"as {read[column].iat[row]!r}" if read[column].iat[row] else "as missing"
+            why.setdefault(
+                str(table["contam_item_id"].iat[row]),
+                f"{column} {table[column].iat[row]!r}: VLMEvalKit's reader reads it {seen}",
+            )
+    return why
+
+
 def export_set(benchmark: str, family: str = CONTAM, lmudata: str | Path | None = None) -> Exported:
     """Write `<lmudata>/<dataset>.tsv` and its manifest from the set the tasks resolve (its verified subset
-    when there is one); the dataset name says the benchmark and the family."""
+    when there is one); the dataset name says the benchmark and the family. Items that VLMEvalKit's reader
+    would not read as written are left out, each named with why, and the TSV is read back as VLMEvalKit reads
+    it before anything is published."""
     if family not in families():
         raise ValueError(f"--family must be one of {', '.join(families())}, got {family!r}")
     bound = binding(benchmark)
     name = dataset_name(benchmark, family)
+    folder = lmudata_folder(lmudata)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"--lmudata {folder}: cannot be VLMEvalKit's data folder ({exc.strerror or exc})") from exc
     location = resolve(benchmark)
     rows = load_perturbed_set(benchmark)
     set_manifest = manifest_sha256(location)
@@ -119,14 +176,21 @@ def export_set(benchmark: str, family: str = CONTAM, lmudata: str | Path | None 
         for version in item_versions(benchmark, family, row)
     ]
     table = pd.DataFrame(lines)
-    table.insert(0, "index", range(len(table)))
-    table["contam_dataset"], table["contam_family"], table["contam_rows"] = name, family, len(table)
     if table["answer"].isna().any() or (table["answer"] == "").any():
         raise PerturbedSetError(f"{location.value}: a version without a gold letter")
-    tsv = lmudata_folder(lmudata) / f"{name}.tsv"
-    tsv.parent.mkdir(parents=True, exist_ok=True)
+    tsv = folder / f"{name}.tsv"
+    left_out = _unreadable_items(table, _probed(table))
+    table = table[~table["contam_item_id"].isin(left_out)].reset_index(drop=True)
+    if table.empty:
+        raise PerturbedSetError(f"{location.value}: no item VLMEvalKit would read as written ({_listed(left_out)})")
+    table["contam_dataset"], table["contam_family"], table["contam_rows"] = name, family, len(table)
+    table.insert(0, "index", [content_index(row) for row in table.to_dict("records")])
+    if table["index"].duplicated().any():
+        raise PerturbedSetError(f"{location.value}: two rows ask the same (a repeated item id?)")
     with atomic_path(tsv) as tmp:
-        table.to_csv(tmp, sep="\t", index=False)
+        _write_tsv(table, tmp)
+        if not _content_read_back(table, tmp).equals(_content(table)):
+            raise PerturbedSetError(f"{tsv}: does not read back as VLMEvalKit reads it; nothing exported")
     source = manifest_path(location)
     verification = (json.loads(source.read_text()).get("verification") if source else None) or None
     manifest = {
@@ -136,7 +200,8 @@ def export_set(benchmark: str, family: str = CONTAM, lmudata: str | Path | None 
         "family": family,
         "dataset": name,
         "rows": len(table),
-        "items": len(rows),
+        "items": len(rows) - len(left_out),
+        "left_out": left_out,  # item id -> why VLMEvalKit would not read it as written
         "set": {
             "location": location.value,
             "found_via": location.found_via,
@@ -152,7 +217,13 @@ def export_set(benchmark: str, family: str = CONTAM, lmudata: str | Path | None 
         family=family,
         dataset=name,
         tsv=tsv,
-        items=len(rows),
+        items=len(rows) - len(left_out),
         rows=len(table),
         verification=verification,
+        left_out=left_out,
     )
+
+
+def _listed(left_out: dict[str, str]) -> str:
+    shown = "; ".join(f"{item}: {why}" for item, why in list(left_out.items())[:3])
+    return shown + (f"; and {len(left_out) - 3} more" if len(left_out) > 3 else "")

@@ -17,16 +17,18 @@ from pathlib import Path
 from lmms_contam.detectors.circular import CIRCULAR
 from lmms_contam.detectors.registry import DETECTORS
 from lmms_contam.hosts.vlmevalkit.circular import circular_records
-from lmms_contam.hosts.vlmevalkit.result_files import (
-    BUILTIN,
-    BUILTIN_CIRCULAR,
-    ResultFile,
-    cell_text,
-    read_result,
-    result_files,
-)
+from lmms_contam.hosts.vlmevalkit.result_files import BUILTIN, BUILTIN_CIRCULAR, ResultFile, read_result, result_files
+from lmms_contam.hosts.vlmevalkit.row_content import OPTION_COLUMN, cell_text
 from lmms_contam.records import CONTAM, ORIGINAL, PERTURBED, VARIANTS
-from lmms_contam.report.inputs import VLMEVALKIT, DetectorRun, Loaded, ModelBenchmark, ReportInputError, ScoredItem
+from lmms_contam.report.inputs import (
+    VLMEVALKIT,
+    DetectorRun,
+    Loaded,
+    ModelBenchmark,
+    ReportInputError,
+    ScoredItem,
+    same_text,
+)
 
 EXACT_MATCHING = "exact_matching"
 UNMATCHED = "Failed in Prefetch"  # VLMEvalKit's log for a reply its rules could not match, with no judge at work
@@ -119,10 +121,12 @@ def _perturbation_entry(results: list[ResultFile]) -> ModelBenchmark:
         matching=matchings[0][0],
         notes=tuple(note for _, notes in matchings for note in notes),
     )
+    asked: dict[str, dict] = {}  # item id -> its perturbed row: what a built-in run's original must match
     for result in sorted(results, key=lambda r: r.family == BUILTIN):  # a built-in run pairs with the items read
         if result.family == BUILTIN:
-            _add_originals_of_own_run(entry, result)
+            _add_originals_of_own_run(entry, result, asked)
             continue
+        asked |= {cell_text(r["contam_item_id"]): r for r in result.table.to_dict("records")}
         for item in _items(result):
             if item.variant not in VARIANTS or (result.family != CONTAM and item.variant != result.family):
                 raise ReportInputError(f"{result.path}: a {item.variant} row in the {result.family} export")
@@ -135,16 +139,39 @@ def _perturbation_entry(results: list[ResultFile]) -> ModelBenchmark:
     return entry
 
 
-def _add_originals_of_own_run(entry: ModelBenchmark, result: ResultFile) -> None:
+def _options(row: dict) -> list[str]:
+    return [cell_text(row[c]) for c in sorted(row) if OPTION_COLUMN.match(str(c)) and cell_text(row[c])]
+
+
+def _mismatch(own: dict, asked: dict) -> str:
+    """How a row of VLMEvalKit's own dataset differs from the set's original of the perturbed row, or ''."""
+    if cell_text(own["answer"]).strip() != cell_text(asked.get("contam_original_answer")).strip():
+        return f"gold {cell_text(own['answer'])!r} there, {cell_text(asked.get('contam_original_answer'))!r} in the set"
+    if not same_text(cell_text(own.get("question")), cell_text(asked.get("question"))):
+        return f"question {cell_text(own.get('question'))[:80]!r} there, {cell_text(asked.get('question'))[:80]!r} here"
+    if len(_options(own)) != len(_options(asked)) or not all(map(same_text, _options(own), _options(asked))):
+        return f"options {_options(own)} there, {_options(asked)} here"
+    return ""
+
+
+def _add_originals_of_own_run(entry: ModelBenchmark, result: ResultFile, asked: dict[str, dict]) -> None:
     """Leaderboard mode: each perturbed item's original version from a run of VLMEvalKit's own dataset of the
-    benchmark, by its index; the run's other items are left out."""
-    by_index = {cell_text(row["index"]): row for row in result.table.to_dict("records")}
+    benchmark, found by its index and checked by content (the same question and options as the perturbed row,
+    the set's original gold); the run's other items are left out."""
+    by_index = {cell_text(row["index"]): (number, row) for number, row in enumerate(result.table.to_dict("records"), 2)}
     for item_id, versions in entry.items.items():
         perturbed = versions[PERTURBED]
-        row = by_index.get(perturbed.original_id)
+        number, row = by_index.get(perturbed.original_id, (0, None))
         if row is None:
             raise ReportInputError(
                 f"{result.path}: no index {perturbed.original_id}, which the perturbed run scored ({item_id})"
+            )
+        what = _mismatch(row, asked[item_id])
+        if what:
+            raise ReportInputError(
+                f"{entry.model}, {entry.benchmark}: item {perturbed.original_id} is not the same item in "
+                f"{result.path} (row {number}) and {entry.sources[PERTURBED]} ({what}): the run is of another "
+                "version of the benchmark; pair runs of the set's own version"
             )
         versions[ORIGINAL] = replace(
             perturbed,
@@ -157,9 +184,9 @@ def _add_originals_of_own_run(entry: ModelBenchmark, result: ResultFile) -> None
     entry.notes = (
         *entry.notes,
         f"leaderboard mode: the originals from {result.path.name} (VLMEvalKit's own "
-        f"{result.dataset}), {len(entry.items)} of its {len(by_index)} items; both runs ask with "
-        "VLMEvalKit's multiple-choice prompt, but a model class that picks its prompt by the dataset's "
-        "name may see the two names differently",
+        f"{result.dataset}), {len(entry.items)} of its {len(by_index)} items, each matched by its question, "
+        "options and gold; both runs ask with VLMEvalKit's multiple-choice prompt, but a model class that picks "
+        "its prompt by the dataset's name may see the two names differently",
     )
 
 

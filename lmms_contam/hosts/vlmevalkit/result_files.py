@@ -12,7 +12,6 @@ a truncated one (fewer rows than the export had), a row without a field the repo
 from __future__ import annotations
 
 import json
-import math
 import re
 import zipfile
 from collections.abc import Iterable
@@ -22,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from lmms_contam.hosts.vlmevalkit.bindings import OWN_CIRCULAR, OWN_DATASETS
+from lmms_contam.hosts.vlmevalkit.row_content import cell_text, content_index
 from lmms_contam.report.inputs import ReportInputError
 
 RESULT_FILE = re.compile(r"^(?P<stem>.+)_result\.(?P<format>xlsx|tsv|json)$")
@@ -70,15 +70,6 @@ def read_table(path: Path) -> pd.DataFrame:
     return table
 
 
-def cell_text(value: object) -> str:
-    """A cell as text: empty for a missing cell (pandas reads an empty cell as NaN)."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
 @dataclass(frozen=True)
 class ResultFile:
     """One judged run of a dataset: who ran it, with which judge, and its rows."""
@@ -106,6 +97,19 @@ def _checked_rows(path: Path, table: pd.DataFrame, expected_rows: set[str] | Non
             raise ReportInputError(f"{path}: row {number}: hit is {hit!r}, expected 0 or 1")
 
 
+def _checked_content(path: Path, table: pd.DataFrame) -> None:
+    """Every row asks what its index says (row_content): a reply to another export's row under the same index
+    (VLMEvalKit's --reuse after a re-export, or a prediction file copied in) is refused."""
+    for number, row in enumerate(table.to_dict("records"), 2):
+        if cell_text(row["index"]) != str(content_index(row)):
+            raise ReportInputError(
+                f"{path}: row {number} (index {cell_text(row['index'])}, item {cell_text(row['contam_item_id'])}): "
+                "its question, options, answer or image are not those its index was exported with: its "
+                "prediction and hit belong to another export (VLMEvalKit's --reuse of a run of an earlier export, "
+                "or an export by an lmms-contam before 0.3); export again and rerun without --reuse"
+            )
+
+
 def _model_and_judge(path: Path, dataset: str) -> tuple[str, str]:
     model, marker, judge = RESULT_FILE.match(path.name)["stem"].partition(f"_{dataset}_")
     if not marker or not model or not judge:
@@ -128,6 +132,7 @@ def read_result(path: Path) -> ResultFile | None:
     dataset = names.pop()
     model, judge = _model_and_judge(path, dataset)
     _checked_rows(path, table, {cell_text(v) for v in table["contam_rows"]})
+    _checked_content(path, table)
     first = table.iloc[0]
     return ResultFile(
         path=path,

@@ -1,0 +1,241 @@
+"""Every record a verdict uses is joined to the set by content, under the real hosts: a reply to another question
+(VLMEvalKit's --reuse after a re-export, a built-in run of another version of the benchmark, another model's
+samples under a run's name) is refused or scored as what it answers, never paired by index or id alone."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import datasets
+import pandas as pd
+import pytest
+from helpers.benchmark_fixtures import fixture_of
+from helpers.fixtures import write_hub_copy
+from helpers.harness import BUILTIN_TASKS, run_lmms_eval
+from helpers.loopback import LoopbackServer
+from helpers.loopback_vlm import ScriptedVLM, shown_in_export, shown_in_set
+from PIL import Image
+
+from lmms_contam.cli import main
+from lmms_contam.hosts.lmms_eval.bindings import BINDINGS
+from lmms_contam.schema import manifest_beside, write_parquet
+
+FIGURES = ("n_pairs", "acc_original", "acc_perturbed", "delta", "mcnemar_p", "verdict")
+
+
+def run_cli(capsys, *argv: object) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main([str(a) for a in argv])
+    return code, capsys.readouterr().err
+
+
+def vlmeval(lmudata: Path, work: Path, base_url: str, *extra: str) -> None:
+    command = [sys.executable, "-m", "vlmeval", "--data", "MMStar_contam", "--model", "oracle", "--base-url",
+               base_url, "--judge", "exact_matching", "--work-dir", str(work), "--retry", "1", *extra]  # fmt: skip
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=600, env={**os.environ, "LMUData": str(lmudata)}
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def reported(capsys, work: Path, out: Path) -> dict:
+    code, err = run_cli(capsys, "report", work, "--json", out)
+    assert code == 0, err
+    (result,) = json.loads(out.read_text())["results"]
+    return result
+
+
+def flipped(image: dict) -> dict:
+    flipped = Image.open(io.BytesIO(image["bytes"])).transpose(Image.Transpose.FLIP_TOP_BOTTOM)
+    data = io.BytesIO()
+    flipped.save(data, format="PNG")
+    return {"bytes": data.getvalue(), "path": None}
+
+
+def another_set(rows: list[dict], path: Path) -> Path:
+    """The same items in reverse order, three of them with another counterfactual (answer and image): a
+    re-export numbers its rows differently and asks some of them something else."""
+    changed = []
+    for number, row in enumerate(reversed(rows)):
+        if number < 3:
+            options = "ABCD"[: len(row["options"])]
+            new = next(letter for letter in options if letter not in (row["original_answer"], row["new_answer"]))
+            row = {**row, "new_answer": new, "image": flipped(row["image"])}
+        changed.append(row)
+    write_parquet(changed, "mmstar", path)
+    manifest_beside(path).write_text(json.dumps({"source": "another set"}) + "\n")
+    return path
+
+
+def test_vlmevalkit_reuse_after_a_re_export_scores_each_reply_against_what_it_answered(fixture_sets, tmp_path,
+                                                                                      monkeypatch, capsys):  # fmt: skip
+    """Defect 1: `--reuse` after a re-export of another set merged the earlier replies into the new rows by index
+    (the clean model came out 'contaminated'). Rows are indexed by content: a reused reply lands only on a row
+    asking the same, the rest are asked again, and the report equals a fresh run's."""
+    rows = datasets.load_dataset("parquet", data_files=str(fixture_sets["mmstar"]), split="train").to_list()
+    second = another_set(rows, tmp_path / "second.parquet")
+    lmudata, work = tmp_path / "LMUData", tmp_path / "work"
+
+    original = {row["item_id"]: row["original_answer"] for row in rows}
+    shown = []
+    for set_path in (fixture_sets["mmstar"], second):
+        monkeypatch.setenv("LMMS_CONTAM_DATASET_MMSTAR", str(set_path))
+        assert run_cli(capsys, "export", "vlmevalkit", "mmstar", "--lmudata", lmudata)[0] == 0
+        shown += shown_in_export(pd.read_csv(lmudata / "MMStar_contam.tsv", sep="\t", dtype=str, keep_default_na=False),
+                                 original)  # fmt: skip
+    model = ScriptedVLM(shown)
+    monkeypatch.setenv("LMMS_CONTAM_DATASET_MMSTAR", str(fixture_sets["mmstar"]))
+    assert run_cli(capsys, "export", "vlmevalkit", "mmstar", "--lmudata", lmudata)[0] == 0
+    with LoopbackServer(model) as server:
+        vlmeval(lmudata, work, server.base_url)
+        first_asks = sum(model.asked.values())
+        monkeypatch.setenv("LMMS_CONTAM_DATASET_MMSTAR", str(second))
+        assert run_cli(capsys, "export", "vlmevalkit", "mmstar", "--lmudata", lmudata)[0] == 0
+        vlmeval(lmudata, work, server.base_url, "--reuse")
+        reused_asks = sum(model.asked.values()) - first_asks
+        vlmeval(lmudata, tmp_path / "fresh", server.base_url)
+    assert first_asks == 24 and reused_asks == 3  # only the three changed counterfactuals are asked again
+    latest = work / "oracle" / "oracle_MMStar_contam_exact_matching_result.xlsx"  # VLMEvalKit's link to the last run
+    reuse, fresh = (
+        reported(capsys, latest, tmp_path / "reuse.json"),
+        reported(capsys, tmp_path / "fresh", tmp_path / "f.json"),
+    )
+    assert {k: reuse[k] for k in FIGURES} == {k: fresh[k] for k in FIGURES}
+    assert (reuse["delta"], reuse["verdict"], reuse["n_pairs"]) == (0.0, "no evidence", 12)
+
+
+def leaderboard_task(include: Path, name: str, copy: Path) -> None:
+    """lmms-eval's own mmstar task under `name`, reading a local copy of the benchmark."""
+    (include / f"{name}.yaml").write_text(
+        f"include: {BUILTIN_TASKS / BINDINGS['mmstar'].builtin_yaml}\ntask: {name}\ndataset_path: parquet\n"
+        f"dataset_name: null\ndataset_kwargs:\n  data_files:\n    {fixture_of('mmstar').builtin_split}: {copy}\n"
+    )
+
+
+def another_version(rows: list[dict]) -> list[dict]:
+    """The benchmark's items under the same ids with other content: another gold, and for some items another
+    question (as a revised release of a benchmark has)."""
+    other = []
+    for number, row in enumerate(rows):
+        gold = "ABCD"[("ABCD".index(row["original_answer"]) + 1) % len(row["options"])]
+        question = row["question"].replace("Which object", "What object") if number % 2 else row["question"]
+        other.append({**row, "original_answer": gold, "question": question})
+    return other
+
+
+@pytest.fixture(scope="module")
+def leaderboard_runs(fixture_sets, tmp_path_factory) -> dict[str, Path]:
+    """Three real lmms-eval runs: the model `random` on mmstar's own task (on the set's originals and on another
+    version of the benchmark) and mmstar_perturbed; the model `wrong` on mmstar's own task; `random` again on it
+    with another token limit. Each returned folder is one run."""
+    rows = datasets.load_dataset("parquet", data_files=str(fixture_sets["mmstar"]), split="train").to_list()
+    folder = tmp_path_factory.mktemp("leaderboard")
+    include = folder / "include"
+    include.mkdir()
+    leaderboard_task(include, "mmstar_leaderboard", write_hub_copy("mmstar", rows, "original", folder / "own.parquet"))
+    other = write_hub_copy("mmstar", another_version(rows), "original", folder / "other.parquet")
+    leaderboard_task(include, "mmstar_other_version", other)
+    model = ScriptedVLM(shown_in_set(rows) + shown_in_set(another_version(rows)))
+    runs = {}
+    with pytest.MonkeyPatch.context() as monkeypatch, LoopbackServer(model) as server:
+        monkeypatch.setenv("LMMS_CONTAM_DATASET_MMSTAR", str(fixture_sets["mmstar"]))
+        for name, policy, tasks, extra in (
+            ("random", "random", "mmstar_leaderboard,mmstar_other_version,mmstar_perturbed", []),
+            ("wrong", "wrong", "mmstar_leaderboard", []),
+            ("other_settings", "random", "mmstar_leaderboard", ["--gen_kwargs", "max_new_tokens=7"]),
+        ):
+            args = ["--model", "openai", "--model_args", f"model_version={policy},base_url={server.base_url},"
+                    "api_key=none", "--include_path", str(include), "--tasks", tasks, *extra]  # fmt: skip
+            run = run_lmms_eval(args, folder / name)
+            assert run.results.get("results"), run.output[-3000:]
+            runs[name] = folder / name
+    return runs
+
+
+def leaderboard_folder(runs: dict[str, Path], copy: Path, builtin: str = "mmstar_leaderboard") -> Path:
+    """The `random` run with one built-in task beside mmstar_perturbed."""
+    shutil.copytree(runs["random"], copy)
+    for samples in copy.rglob("*_samples_mmstar_*.jsonl"):
+        if not samples.name.endswith((f"_{builtin}.jsonl", "_mmstar_perturbed.jsonl")):
+            samples.unlink()
+    return copy
+
+
+def test_leaderboard_mode_pairs_the_set_s_own_version_checked_by_content(leaderboard_runs, capsys, tmp_path):
+    result = reported(capsys, leaderboard_folder(leaderboard_runs, tmp_path / "lb"), tmp_path / "lb.json")
+    assert result["n_pairs"] == 12
+    assert any("each matched by its question, options and gold" in note for note in result["notes"])
+
+
+def test_leaderboard_mode_refuses_a_built_in_run_of_another_version(leaderboard_runs, capsys, tmp_path):
+    """Defect 3: a built-in run of another version (same ids, other items) was paired by id."""
+    folder = leaderboard_folder(leaderboard_runs, tmp_path / "lb", builtin="mmstar_other_version")
+    code, err = run_cli(capsys, "report", folder, "--json", tmp_path / "r.json")
+    assert code == 2 and "is not the same item in" in err and "_samples_mmstar_other_version.jsonl:1" in err, err
+    assert "another version of the benchmark" in err and not (tmp_path / "r.json").exists()
+
+
+def test_leaderboard_mode_refuses_a_built_in_samples_file_of_another_run(leaderboard_runs, capsys, tmp_path):
+    """Defect 2: the built-in run's samples replaced by another model's run of it changed the verdict."""
+    folder = leaderboard_folder(leaderboard_runs, tmp_path / "lb")
+    (theirs,) = leaderboard_runs["wrong"].rglob("*_samples_mmstar_leaderboard.jsonl")
+    (ours,) = folder.rglob("*_samples_mmstar_leaderboard.jsonl")
+    shutil.copyfile(theirs, ours)
+    code, err = run_cli(capsys, "report", folder)
+    assert code == 2 and "its samples give" in err and "the samples file is not this run's" in err, err
+
+
+def test_leaderboard_mode_refuses_runs_made_with_other_settings_unless_asked(leaderboard_runs, capsys, tmp_path):
+    """Defect 15: a built-in run at another token limit was paired with a note only."""
+    folder = leaderboard_folder(leaderboard_runs, tmp_path / "lb")
+    for samples in folder.rglob("*_samples_mmstar_leaderboard.jsonl"):
+        samples.unlink()
+    shutil.copytree(leaderboard_runs["other_settings"], folder / "other")
+    code, err = run_cli(capsys, "report", folder)
+    assert code == 2 and "gen_kwargs" in err and "--pair-differing-settings" in err, err
+    code, err = run_cli(capsys, "report", folder, "--pair-differing-settings", "--json", tmp_path / "r.json")
+    assert code == 0, err
+    (result,) = json.loads((tmp_path / "r.json").read_text())["results"]
+    assert any(note.startswith("PAIRED DESPITE DIFFERING SETTINGS") for note in result["notes"])
+
+
+def test_vlmevalkit_leaderboard_mode_refuses_a_run_of_another_version(fixture_sets, tmp_path, monkeypatch, capsys):
+    """Defect 3 in VLMEvalKit: a run of its own MMStar dataset whose rows under the same indices are another
+    version's items (here its layout written from another version of the originals and run as a custom dataset
+    under that name, since VLMEvalKit would download its own) is refused naming the item and both files."""
+    monkeypatch.setenv("LMMS_CONTAM_DATASET_MMSTAR", str(fixture_sets["mmstar"]))
+    lmudata = tmp_path / "LMUData"
+    for family in ("perturbed", "original"):
+        assert run_cli(capsys, "export", "vlmevalkit", "mmstar", "--family", family, "--lmudata", lmudata)[0] == 0
+    own = pd.read_csv(lmudata / "MMStar_contam_original.tsv", sep="\t", dtype=str, keep_default_na=False)
+    own = own.assign(index=own["contam_original_id"]).drop(columns=[c for c in own.columns if c.startswith("contam_")])
+    own["answer"] = [{"A": "B", "B": "C", "C": "D", "D": "A"}[gold] for gold in own["answer"]]  # another version
+    own.drop(columns=["split"]).to_csv(lmudata / "MMStar.tsv", sep="\t", index=False)
+    tables = [pd.read_csv(lmudata / f"{name}.tsv", sep="\t", dtype=str, keep_default_na=False)
+              for name in ("MMStar", "MMStar_contam_perturbed")]  # fmt: skip
+    unread = defaultdict(str)  # the oracle replies with the gold as shown, never the original's
+    ours = shown_in_export(tables[1], unread)
+    model = ScriptedVLM(
+        ours + shown_in_export(own.assign(contam_item_id=own["index"], contam_variant="original"), unread)
+    )
+    with LoopbackServer(model) as server:
+        config = {"model": {"oracle": {"class": "LMDeployAPI", "model": "oracle", "key": "none", "retry": 1,
+                                       "api_base": f"{server.base_url}/chat/completions"}},
+                  "data": {name: {"class": "CustomMCQDataset", "dataset": name}
+                           for name in ("MMStar", "MMStar_contam_perturbed")}}  # fmt: skip
+        (tmp_path / "config.json").write_text(json.dumps(config))
+        done = subprocess.run([sys.executable, "-m", "vlmeval", "--config", str(tmp_path / "config.json"), "--judge",
+                               "exact_matching", "--work-dir", str(tmp_path / "work")], capture_output=True,
+                              text=True, timeout=600, env={**os.environ, "LMUData": str(lmudata)})  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    code, err = run_cli(capsys, "report", tmp_path / "work", "--json", tmp_path / "r.json")
+    assert code == 2 and "is not the same item in" in err and "oracle_MMStar_exact_matching_result.xlsx" in err, err
+    assert "gold 'B' there" in err or "gold 'C' there" in err or "gold 'D' there" in err or "gold 'A' there" in err
+    assert not (tmp_path / "r.json").exists()
