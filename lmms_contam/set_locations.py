@@ -273,9 +273,10 @@ _cache: dict[tuple[str, str], datasets.Dataset] = {}
 _lock = threading.Lock()
 
 
-def load_perturbed_set(benchmark: str) -> datasets.Dataset:
-    """Resolve, read and validate a benchmark's set once per process (a harness asks for it once per task)."""
-    location = resolve(benchmark)
+def load_perturbed_set(benchmark: str, fetch: bool = True) -> datasets.Dataset:
+    """Resolve, read and validate a benchmark's set once per process (a harness asks for it once per task).
+    `fetch` False: a set that is not on this machine is not downloaded (NotFetchedYet instead), as for a reader."""
+    location = resolve(benchmark, fetch=fetch)
     with _lock:
         key = (benchmark, location.value)
         if key not in _cache:

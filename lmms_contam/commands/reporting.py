@@ -4,8 +4,22 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from lmms_contam.commands.common import stop
+
+
+def _outputs_are_not_inputs(args: argparse.Namespace) -> None:
+    """An output naming a file the report reads would replace its own input: refused before anything is read."""
+    from lmms_contam.hosts.readers import read_files
+    from lmms_contam.report.inputs import ReportInputError
+
+    inputs = read_files([*args.paths, *filter(None, [args.text_only_baseline])])
+    if args.scans:  # a scan folder is read whole
+        inputs |= {path.resolve() for path in [Path(args.scans), *Path(args.scans).rglob("*")]}
+    for flag, output in (("--markdown", args.markdown), ("--json", args.json), ("--html", args.html)):
+        if output and Path(output).resolve() in inputs:
+            raise ReportInputError(f"{flag} {output}: is one of the report's own input files; write it elsewhere")
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -14,6 +28,7 @@ def _report(args: argparse.Namespace) -> int:
     from lmms_contam.report.inputs import Loaded, ReportInputError, text_only_baselines
 
     try:
+        _outputs_are_not_inputs(args)
         loaded = read_runs(args.paths, args.pair_differing_settings) if args.paths else Loaded([], [])
         baseline = args.text_only_baseline
         baselines = text_only_baselines(read_runs([baseline]), baseline) if baseline else None
@@ -30,6 +45,8 @@ def _report(args: argparse.Namespace) -> int:
         return stop("report", exc)
     except OSError as exc:  # an output that cannot be written: none was
         return stop("report", f"cannot write the report ({exc}); no output was written")
+    for path in loaded.ignored:
+        print(f"lmms-contam report: not read: {path}", file=sys.stderr)
     if not (args.markdown or args.json or args.html):
         print(markdown)
     for label, path in (("markdown", args.markdown), ("json", args.json), ("html", args.html)):

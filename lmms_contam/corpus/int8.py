@@ -28,6 +28,8 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from lmms_contam.corpus.row_checks import check_rows
+
 EVAL_LEVELS = 127  # int8 weights in [-127, 127]
 NARROW = (63, 64)  # corpus levels and zero point without VNNI: uint8 in [1, 127], no int16 pair sum overflows
 WIDE = (127, 128)  # with VNNI, which sums in int32: uint8 in [1, 255], twice as fine
@@ -36,21 +38,23 @@ ROUNDING_SLACK = 2.0**-18  # times the terms' magnitudes: float32 scaling and su
 
 UNIT = 2.0**-24  # float32's unit roundoff
 FLOAT32_MAX = np.float32(np.finfo(np.float32).max)
-STATS = 6  # per row: scale, error, norm, quantized norm, offset, offset error (Quantized's fields)
+STATS = 7  # per row: scale, error, norm, quantized norm, offset, offset error (Quantized's fields), |x|^2
 
 
 @numba.njit(nogil=True, fastmath={"reassoc", "contract"}, cache=True)
 def _quantize_row(row: np.ndarray, centre: np.ndarray, levels: int, zero: np.float32, out, stats) -> int:
     """Row x minus the centre c to round((x - c) / s) + zero with s = max |x - c| / levels, in float32 (16
     lanes a vector). Writes s and upper bounds on |q s - (x - c)| and |x - c|, |q s|, x.c and a bound on
-    that product's error into `stats`: every float32 rounding is accounted for, so the bounds are rigorous.
+    that product's error into `stats`: every float32 rounding is accounted for, so the bounds are rigorous;
+    and |x|^2, which the caller checks.
     Returns how many of the row's values are NaN or infinite (the bounds then mean nothing)."""
     dim = row.shape[0]
     growth = 1.0 / (1.0 - dim * UNIT)  # a float32 sum of d non-negative terms is at least this fraction short
-    peak, nonfinite = np.float32(0.0), 0
+    peak, nonfinite, length = np.float32(0.0), 0, np.float32(0.0)
     for j in range(dim):
         peak = max(peak, abs(row[j] - centre[j]))
         nonfinite += not abs(row[j]) <= FLOAT32_MAX
+        length += row[j] * row[j]
     scale = np.float32(peak / np.float32(levels))
     if not scale > 0:  # a row equal to the centre, or too close for a float32 scale: all levels 0, its error exact
         scale = np.float32(1.0)
@@ -76,6 +80,7 @@ def _quantize_row(row: np.ndarray, centre: np.ndarray, levels: int, zero: np.flo
     stats[1] = missed_norm * (1.0 + UNIT) + UNIT * (quantized_norm + value_norm)
     stats[2], stats[3], stats[4] = value_norm, quantized_norm, offset
     stats[5] = (dim + 2) * UNIT * np.float64(offset_size) * growth
+    stats[6] = length
     return nonfinite
 
 
@@ -165,11 +170,13 @@ def quantize(
     zero_point: int = 0,
     first_id: int = 0,
     buffers: Buffers | None = None,
+    unit: bool = False,
 ) -> Quantized:
     """int8 levels in [-levels, levels] (eval rows), or uint8 ones shifted by zero_point (corpus rows).
 
     float16 rows are decoded here; other dtypes are cast to float32. A row holding NaN or infinite values
-    is refused by its id (first_id + its index: eval rows are checked before they get here). With
+    is refused by its id (first_id + its index: eval rows are checked before they get here), and with `unit`
+    (corpus rows) one not of unit length. With
     `buffers`, the result's arrays are theirs, valid until the next call with the same buffers.
     """
     rows, buffers = np.ascontiguousarray(rows), buffers or Buffers()
@@ -186,10 +193,8 @@ def quantize(
         with np.errstate(over="ignore"):  # a value too large for float32 becomes inf: refused below
             values = np.asarray(rows, np.float32)
         _quantize(values, centre, levels, zero_point, levels_out, stats, nonfinite)
-    bad = np.flatnonzero(nonfinite)
-    if len(bad):
-        raise ValueError(f"corpus row {first_id + int(bad[0])} holds NaN or infinite values")
-    scales, errors, norms, quantized_norms, offsets, offset_errors = stats.T
+    check_rows(nonfinite, stats[:, 6] if unit else np.ones(len(rows)), first_id)
+    scales, errors, norms, quantized_norms, offsets, offset_errors, _ = stats.T
     return Quantized(
         rows=values,
         levels=levels_out,
@@ -285,7 +290,7 @@ class Int8Tiles:
     def quantize_corpus(self, rows: np.ndarray, first_id: int = 0) -> tuple[Quantized, np.ndarray]:
         """Corpus rows (ids from first_id) as read from a shard, quantized, and the bounds screen_int8_tile
         reads for them."""
-        quantized = quantize(rows, self.centre, self.corpus_levels, self.zero_point, first_id, self.buffers)
+        quantized = quantize(rows, self.centre, self.corpus_levels, self.zero_point, first_id, self.buffers, unit=True)
         return quantized, quantized.corpus_bounds(self.centre)
 
     def __call__(self, corpus: Quantized) -> Iterator[tuple[int, int, int, np.ndarray]]:

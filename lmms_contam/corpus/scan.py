@@ -25,6 +25,7 @@ from tqdm.auto import tqdm
 
 from lmms_contam.atomic import atomic_path
 from lmms_contam.corpus.reader import ShardRows, reader, shard_rows
+from lmms_contam.corpus.row_checks import check_rows
 from lmms_contam.corpus.runners import LocalRunner, RayRunner
 from lmms_contam.fingerprint import array_sha256, digest, file_identity
 
@@ -89,7 +90,8 @@ def rounding_bound(precision: str, dim: int) -> float:
 
 
 def _finite_block(rows: np.ndarray, first_id: int):
-    """Corpus rows (ids from first_id) as a float32 torch tensor, refused if any holds NaN or inf.
+    """Corpus rows (ids from first_id) as a float32 torch tensor, refused if any holds NaN or inf or is not of
+    unit length (row_checks).
 
     Torch casts (float16 shards, as LAION's) and sums on every core, numpy on one. A memory-mapped
     float32 shard is only viewed, never copied (torch warns that it could write to it: it does not).
@@ -99,10 +101,8 @@ def _finite_block(rows: np.ndarray, first_id: int):
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
         block = torch.from_numpy(np.ascontiguousarray(rows)).float()
-    row_sums = block.sum(dim=1)  # one pass: NaN or inf anywhere in a row makes its sum non-finite
-    bad = torch.nonzero(~torch.isfinite(row_sums))
-    if len(bad):
-        raise ValueError(f"corpus row {first_id + int(bad[0])} holds NaN or infinite values")
+    squares = torch.linalg.vector_norm(block, dim=1) ** 2  # NaN or inf anywhere in a row makes it non-finite
+    check_rows(~torch.isfinite(squares).numpy(), squares.numpy(), first_id)
     return block
 
 

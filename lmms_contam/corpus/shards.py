@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from lmms_contam.atomic import atomic_path
 from lmms_contam.corpus.embed import Recipe
 
-SHARD = re.compile(r"img_emb_(\d+)\.npy$")
+SHARD = re.compile(r"img_emb_(\d+)\.npy")
 
 
 @dataclass(frozen=True)
@@ -49,9 +49,15 @@ def read_recipe(path: Path) -> Recipe:
 def _shard_rows(vectors: Path, metadata: Path | None) -> int:
     """Rows of a shard, checked against its metadata; a damaged file is refused with its name."""
     try:
-        rows = len(np.load(vectors, mmap_mode="r", allow_pickle=False))
+        array = np.load(vectors, mmap_mode="r", allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
         raise ValueError(f"{vectors}: not a readable .npy array ({exc})") from exc
+    if array.dtype.kind != "f" or array.ndim != 2:
+        raise ValueError(
+            f"{vectors}: {array.dtype} array of shape {array.shape}; a shard holds one float16, float32 or float64 "
+            "embedding per row"
+        )
+    rows = len(array)
     if metadata is not None:
         try:
             described = pq.ParquetFile(metadata).metadata.num_rows
@@ -104,16 +110,38 @@ def open_corpus(folder: str | Path) -> tuple[list[EmbeddingShard], Recipe]:
             "preprocessing, dtype) so they are only compared with vectors made the same way"
         )
     recipe = read_recipe(recipe_path)
-    found = sorted((int(m[1]), p) for p in folder.rglob("img_emb_*.npy") if (m := SHARD.search(p.name)))
+    vectors_folder = _layout_folder(folder)
+    found = sorted((int(m[1]), p) for p in vectors_folder.glob("img_emb_*.npy") if (m := SHARD.fullmatch(p.name)))
     if not found:
         raise ValueError(f"{folder}: no img_emb_N.npy shards")
+    numbers = [number for number, _ in found]
+    if len(set(numbers)) != len(numbers):
+        repeated = next(path for number, path in found if numbers.count(number) > 1)
+        raise ValueError(f"{repeated}: another file has the same shard number; one file per number")
+    metadata_folder = folder / "metadata" if vectors_folder != folder else folder
     shards, offset = [], 0
     for number, path in found:
-        metadata = next(iter(folder.rglob(f"metadata_{number}.parquet")), None)
+        metadata = metadata_folder / f"metadata_{number}.parquet"
+        metadata = metadata if metadata.is_file() else None
         rows = _shard_rows(path, metadata)
         shards.append(EmbeddingShard(name=path.stem, vectors=path, metadata=metadata, offset=offset, rows=rows))
         offset += rows
     return shards, recipe
+
+
+def _layout_folder(folder: Path) -> Path:
+    """Where the corpus's shards are (`img_emb/`, or the folder itself for a flat dump); a file anywhere else
+    that looks like a shard (a stray copy in a subfolder) is refused by name: scanned, it would count its
+    matches twice under other ids."""
+    layout = folder / "img_emb" if (folder / "img_emb").is_dir() else folder
+    strays = [p for p in folder.rglob("img_emb_*.npy") if SHARD.fullmatch(p.name) and p.parent != layout]
+    if strays:
+        raise ValueError(
+            f"{strays[0]}: a shard outside the corpus's layout ({layout}/img_emb_N.npy); only the layout's own "
+            f"shards are scanned: move {'it' if len(strays) == 1 else f'it and {len(strays) - 1} more'} out of "
+            f"{folder}"
+        )
+    return layout
 
 
 def lookup(shards: list[EmbeddingShard], ids: np.ndarray, columns: tuple[str, ...] = ("caption", "url")) -> list[dict]:

@@ -469,8 +469,8 @@ def _photos(n: int) -> list[bytes]:
 def embedding_figures(
     embedder, n_images: int, n_eval: int, n_corpus: int, scan_seconds: float, work: Path
 ) -> list[Figure]:
-    """Pipeline vs forward on pre-decoded tensors; embed-once + scan vs the per-pair recipe."""
-    import torch
+    """Pipeline vs embedding pre-decoded, prepared inputs (the model alone, for any embedder); embed-once + scan
+    vs the per-pair recipe."""
     from PIL import Image
 
     from lmms_contam.corpus.ingest import embed_corpus
@@ -480,12 +480,10 @@ def embedding_figures(
     photos = _photos(n_images)
     for i, data in enumerate(photos):
         (folder / f"{i:05d}.jpg").write_bytes(data)
-    tensors = torch.stack([embedder.prepare(Image.open(io.BytesIO(d))) for d in photos])
+    prepared = [embedder.prepare(Image.open(io.BytesIO(d))) for d in photos]
 
     def forward(_: int) -> None:
-        with torch.no_grad():
-            for start in range(0, n_images, embedder.batch_size):
-                embedder.features(tensors[start : start + embedder.batch_size].to(embedder.device))
+        embedder.embed_prepared(prepared)
 
     pipeline_seconds, forward_seconds = _timed_rounds(
         lambda run: embed_corpus(folder, work / f"embedded{run}", embedder, shard_size=n_images), forward

@@ -22,6 +22,22 @@ def _written_by(path: Path) -> tuple[bool, bool]:
     raise ReportInputError(f"{path}: no such file or folder")
 
 
+def read_files(paths: Iterable[str | Path]) -> set[Path]:
+    """Every file the readers would read under `paths` (resolved): what no output of the report may replace."""
+    found = set()
+    for path in map(Path, paths):
+        candidates = path.rglob("*") if path.is_dir() else [path]
+        found |= {
+            p.resolve()
+            for p in candidates
+            if p == path
+            or lmms_eval_reader.is_output_file(p)
+            or vlmevalkit_files.is_result_file(p)
+            or p.name == "status.json"
+        }
+    return found
+
+
 def read_runs(paths: Iterable[str | Path], pair_differing_settings: bool = False) -> Loaded:
     """Every run under `paths`, by the host that wrote it. `pair_differing_settings`: leaderboard mode pairs a
     built-in run with a perturbed run made with other prompt or generation settings (else refused)."""

@@ -18,11 +18,12 @@ class ItemEvidence:
 
 
 def collect(benchmark: str, item_ids: set[str]) -> tuple[dict[str, ItemEvidence], str]:
-    """Evidence for the items found, and a note saying why some or all are missing."""
+    """Evidence for the items found, and a note saying why some or all are missing. A report never downloads:
+    a set that is not on this machine is named, with where it would come from."""
     if not item_ids:
         return {}, ""
     try:
-        rows = load_perturbed_set(benchmark)
+        rows = load_perturbed_set(benchmark, fetch=False)
     except (PerturbedSetError, OSError) as exc:
         first_line = str(exc).splitlines()[0]
         return {}, f"images unavailable: {first_line}"

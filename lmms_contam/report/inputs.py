@@ -96,10 +96,14 @@ class Loaded:
     benchmarks: list[ModelBenchmark]  # semantic perturbation: both versions of every item
     detectors: list[DetectorRun]
     scanned: list[ScannedRun] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)  # result files of other datasets, each named with why
 
     def __add__(self, other: Loaded) -> Loaded:
         return Loaded(
-            self.benchmarks + other.benchmarks, self.detectors + other.detectors, self.scanned + other.scanned
+            benchmarks=self.benchmarks + other.benchmarks,
+            detectors=self.detectors + other.detectors,
+            scanned=self.scanned + other.scanned,
+            ignored=self.ignored + other.ignored,
         )
 
 

@@ -48,8 +48,11 @@ def test_float16_rows_are_decoded_exactly_and_quantized_as_their_float32_values(
 def test_a_nan_or_infinite_corpus_value_is_refused_by_its_row(dtype, bad):
     rng = np.random.default_rng(1)
     queries, corpus = unit(rng.normal(size=(6, 32))), unit(rng.normal(size=(300, 32))).astype(dtype)
-    corpus[0, 0] = np.finfo(np.float16).max  # large but finite: accepted
     scan_matrix(queries, corpus, offset=0, precision="int8")
+    kept, corpus[3, 0] = corpus[3, 0], np.finfo(np.float16).max  # finite, but no unit vector: no cosine
+    with pytest.raises(ValueError, match=r"corpus row 1003 has length 6.55e\+04, not 1"):
+        scan_matrix(queries, corpus, offset=1000, chunk=100, precision="int8")
+    corpus[3, 0] = kept
     if dtype != np.float64 and bad == 1e300:
         return  # not representable: float16 and float32 hold it as inf, covered above
     corpus[211, 7] = bad
@@ -61,11 +64,12 @@ def test_int8_scan_of_messy_float16_shards_equals_brute_force_on_their_values():
     rng = np.random.default_rng(2)
     queries = unit(rng.normal(size=(37, 96)) + 2.0)  # a shared direction, as CLIP's
     corpus = unit(rng.normal(size=(3000, 96)) + 2.0).astype(np.float16)
-    corpus[5:10] = queries[:5] + rng.normal(scale=0.01, size=(5, 96))  # near-copies
-    corpus[20] = 0  # zero row
+    corpus[5:10] = unit(queries[:5] + rng.normal(scale=0.01, size=(5, 96)))  # near-copies
+    corpus[20] = 0  # zero row (a dump's placeholder: allowed)
     corpus[21] = -0.0
-    corpus[22] = np.float16(6e-8)  # subnormal row
-    corpus[23] = 7.0  # long, constant
+    corpus[22] = np.float16(6e-8)  # subnormal values beside one of 1: a unit row on the coarsest scale
+    corpus[22, 3] = 1.0
+    corpus[23] = 1 / np.sqrt(96)  # constant
     corpus[24:30] = corpus[5]  # exact duplicates: ties broken by id
     found = scan_matrix(queries, corpus, offset=0, k=8, chunk=701, count_above=0.9, precision="int8")
     exact = queries.astype(np.float64) @ corpus.astype(np.float64).T

@@ -17,7 +17,14 @@ from pathlib import Path
 from lmms_contam.detectors.circular import CIRCULAR
 from lmms_contam.detectors.registry import DETECTORS
 from lmms_contam.hosts.vlmevalkit.circular import circular_records
-from lmms_contam.hosts.vlmevalkit.result_files import BUILTIN, BUILTIN_CIRCULAR, ResultFile, read_result, result_files
+from lmms_contam.hosts.vlmevalkit.result_files import (
+    BUILTIN,
+    BUILTIN_CIRCULAR,
+    ResultFile,
+    is_vanilla_extra,
+    read_result,
+    result_files,
+)
 from lmms_contam.hosts.vlmevalkit.row_content import OPTION_COLUMN, cell_text
 from lmms_contam.records import CONTAM, ORIGINAL, PERTURBED, VARIANTS
 from lmms_contam.report.inputs import (
@@ -193,9 +200,12 @@ def _add_originals_of_own_run(entry: ModelBenchmark, result: ResultFile, asked: 
 def load(paths: Iterable[str | Path]) -> Loaded:
     """Every model's scored items per benchmark, and its detector runs, from the result files of exports."""
     by_run: dict[tuple[str, str, str], list[ResultFile]] = defaultdict(list)
+    ignored = []
     for path in result_files([Path(p) for p in paths]):
         result = read_result(path)
-        if result is not None:
+        if result is None and not is_vanilla_extra(path):
+            ignored.append(f"{path} (a result of a dataset that is neither an export nor a benchmark's own)")
+        elif result is not None:
             by_run[(result.model, result.benchmark, result.family)].append(result)
     for (model, _, _), found in by_run.items():
         if len(found) > 1:
@@ -245,4 +255,4 @@ def load(paths: Iterable[str | Path]) -> Loaded:
                 f"{', '.join(str(r.path) for r in results)})"
             )
         benchmarks.append(_perturbation_entry(chosen))
-    return Loaded(benchmarks, detectors)
+    return Loaded(benchmarks, detectors, ignored=ignored)

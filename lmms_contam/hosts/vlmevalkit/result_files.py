@@ -20,10 +20,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmms_contam.hosts.vlmevalkit.bindings import OWN_CIRCULAR, OWN_DATASETS
+from lmms_contam.hosts.vlmevalkit.bindings import BINDINGS, OWN_CIRCULAR, OWN_DATASETS
 from lmms_contam.hosts.vlmevalkit.row_content import cell_text, content_index
 from lmms_contam.report.inputs import ReportInputError
 
+EXPORTED_NAMES = tuple(bound.dataset for bound in BINDINGS.values())  # the export's datasets: <Name>_contam[_...]
 RESULT_FILE = re.compile(r"^(?P<stem>.+)_result\.(?P<format>xlsx|tsv|json)$")
 REQUIRED = (
     *("index", "prediction", "hit", "answer"),
@@ -56,13 +57,19 @@ def read_table(path: Path) -> pd.DataFrame:
     form = path.suffix.removeprefix(".")
     try:
         if form == "xlsx":
-            table = pd.read_excel(path)
+            sheets = pd.read_excel(path, sheet_name=None)
+            if len(sheets) != 1:
+                raise ValueError(f"{len(sheets)} sheets ({', '.join(map(str, sheets))}); VLMEvalKit writes one")
+            (table,) = sheets.values()
         elif form == "tsv":
             if not path.read_bytes().endswith(b"\n"):
                 raise ValueError("the last line has no line end: a truncated file?")
             table = pd.read_csv(path, sep="\t")
         else:
-            table = pd.DataFrame(json.loads(path.read_text()))
+            rows = json.loads(path.read_text())
+            if not (isinstance(rows, list) and all(isinstance(row, dict) for row in rows)):
+                raise ValueError("VLMEvalKit writes a result as a JSON list of row objects")
+            table = pd.DataFrame(rows)
     except (zipfile.BadZipFile, ValueError, KeyError, OSError, pd.errors.ParserError) as exc:
         raise ReportInputError(f"{path}: not a readable VLMEvalKit result file ({type(exc).__name__}: {exc})") from exc
     if table.empty:
@@ -117,18 +124,33 @@ def _model_and_judge(path: Path, dataset: str) -> tuple[str, str]:
     return model, judge
 
 
+def is_vanilla_extra(path: Path) -> bool:
+    """One of PRINT_VANILLA's extra results, read beside the CircularEval result it belongs to, not alone."""
+    return RESULT_FILE.match(path.name)["stem"].endswith((VANILLA_CIRC0, VANILLA_ALL))
+
+
+def named_as_export(path: Path) -> bool:
+    """Whether the file's name says it is a run of an lmms-contam export (`<model>_<Name>_contam[_<family>]_...`)."""
+    return any(f"_{name}_contam_" in path.name for name in EXPORTED_NAMES)
+
+
 def read_result(path: Path) -> ResultFile | None:
     """A result file of an exported dataset, or of VLMEvalKit's own dataset of a benchmark (leaderboard mode),
-    checked; None for a result file of any other dataset."""
+    checked; None for a result file of any other dataset. A file that is named as, or has columns of, an
+    export's run is read or refused, never passed over."""
     table = read_table(path)
-    if "contam_dataset" not in table.columns:
+    if "contam_dataset" not in table.columns and not named_as_export(path):
+        if any(str(column).startswith("contam_") for column in table.columns):
+            raise ReportInputError(f"{path}: has lmms-contam's columns but no contam_dataset (a damaged header?)")
         return _own_dataset_result(path, table)
     missing = [column for column in REQUIRED if column not in table.columns]
     if missing:
         raise ReportInputError(f"{path}: lacks column(s) {', '.join(missing)} (not a result of `lmms-contam export`?)")
+    for column in ("contam_dataset", "contam_benchmark", "contam_family"):
+        values = sorted({cell_text(v) for v in table[column]})
+        if len(values) != 1:
+            raise ReportInputError(f"{path}: rows with {len(values)} different {column} ({', '.join(values)})")
     names = {cell_text(v) for v in table["contam_dataset"]}
-    if len(names) != 1:
-        raise ReportInputError(f"{path}: rows of {len(names)} exported datasets ({', '.join(sorted(names))})")
     dataset = names.pop()
     model, judge = _model_and_judge(path, dataset)
     _checked_rows(path, table, {cell_text(v) for v in table["contam_rows"]})
@@ -161,9 +183,9 @@ def _own_dataset_result(path: Path, table: pd.DataFrame) -> ResultFile | None:
     for dataset in known.get("datasets") or {}:
         own = OWN_DATASETS.get(dataset) or OWN_CIRCULAR.get(dataset)
         if own and path.name.startswith(f"{model}_{dataset}_"):
-            _, judge = _model_and_judge(path, dataset)
-            if judge.endswith((VANILLA_CIRC0, VANILLA_ALL)):
+            if is_vanilla_extra(path):
                 return None
+            _, judge = _model_and_judge(path, dataset)
             checked_own_table(path, table)
             family = BUILTIN if dataset in OWN_DATASETS else BUILTIN_CIRCULAR
             return ResultFile(
