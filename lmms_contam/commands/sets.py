@@ -98,8 +98,10 @@ def _export_vlmevalkit(args: argparse.Namespace) -> int:
 
     try:
         exported = export_set(args.benchmark, args.family, args.lmudata)
-    except (PerturbedSetError, ValueError, FileNotFoundError) as exc:
+    except (PerturbedSetError, ValueError) as exc:
         return stop("export", exc)
+    except OSError as exc:  # the TSV or its manifest could not be written: neither was published
+        return stop("export", f"cannot write the export ({exc}); nothing was exported")
     record = exported.verification or {}
     verified = (
         ("verified: kept " + f"{record.get('kept')} of {record.get('of')}")
@@ -107,6 +109,8 @@ def _export_vlmevalkit(args: argparse.Namespace) -> int:
         else ("NOT verified: run `lmms-contam verify` first, or read a negative delta with care")
     )
     print(f"{exported.benchmark}: {exported.items} items, {exported.rows} rows -> {exported.tsv} ({verified})")
+    for item, why in exported.left_out.items():
+        print(f"  left out {item}: {why}")
     print(
         f"run it: python -m vlmeval --data {exported.dataset} --model MODEL --judge exact_matching "
         f"(with LMUData={exported.tsv.parent}); then: lmms-contam report WORK_DIR"

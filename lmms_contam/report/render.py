@@ -340,7 +340,8 @@ def detail_rows(analysed: Analysed) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-MARKDOWN_SPECIAL = re.compile(r"([\\`*_<|~&])")  # inside a table cell, after line breaks are joined
+MARKDOWN_SPECIAL = re.compile(r"([\\`*_<|~&#])")  # inside a table cell, after line breaks are joined
+BLOCK_MARKER = re.compile(r"^(\d*)(>|[+-](?= |$)|(?<=\d)[.)](?= |$))")  # a quote or list marker opening a line
 
 
 def markdown_text(text: str) -> str:
@@ -348,7 +349,7 @@ def markdown_text(text: str) -> str:
     HTML tag, emphasis or a line break in them must not change the table or the page it is rendered into
     (a link needs `](`: escaping that keeps the report's own `[low, high]` intervals readable)."""
     escaped = MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
-    return escaped.replace("](", "]\\(")
+    return BLOCK_MARKER.sub(r"\1\\\2", escaped).replace("](", "]\\(")
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:

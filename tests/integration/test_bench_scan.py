@@ -9,7 +9,9 @@ import sys
 import numpy as np
 import pytest
 
+from lmms_contam.corpus.embedder_configs import embedder_config
 from lmms_contam.corpus.int8 import available
+from lmms_contam.corpus.speed import embedding_figures
 
 
 def test_bench_reports_every_figure_against_its_baseline(tmp_path):
@@ -69,3 +71,14 @@ def test_options_that_do_not_go_together_are_refused(tmp_path, options, reason):
     done = subprocess.run([sys.executable, "-m", "lmms_contam.cli", "bench-scan", *options], capture_output=True,
                           text=True, timeout=300, cwd=tmp_path)  # fmt: skip
     assert done.returncode == 2 and reason in done.stderr and not (tmp_path / "x.png").exists()
+
+
+@pytest.mark.parametrize("name", ["pixels", "efficientnet-lite0"])  # the listed embedders whose weights are here
+def test_the_embedding_figures_time_every_listed_embedder_that_runs_offline(name, tmp_path):
+    """Defect 14: `bench-scan --embedder pixels` (an embedder `lmms-contam embedders` lists) ended in a TypeError:
+    the baseline stacked torch tensors that only a torch embedder prepares."""
+    embedder = embedder_config(name).build("cpu")
+    figures = embedding_figures(embedder, n_images=4, n_eval=10, n_corpus=100, scan_seconds=0.01, work=tmp_path)
+    assert [f.name.split(" (")[0] for f in figures] == ["embedding pipeline vs forward alone",
+                                                         "embed once + scan vs per-pair recipe"]  # fmt: skip
+    assert all(f.ours > 0 and f.baseline > 0 for f in figures)

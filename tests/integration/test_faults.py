@@ -37,11 +37,13 @@ from helpers.fixtures import point_at_sets, real_photos
 from helpers.harness import run_lmms_eval
 from helpers.judge_scans import ITEMS, write_scan
 from helpers.loopback import LoopbackServer, completion
+from helpers.loopback_github import LoopbackGitHub
 from helpers.paths import CONFIGS, PACKAGE_CONFIGS
 from helpers.perturb_runs import SECRET, dataset_rows, judge_script, perturb, write_config
 from helpers.verify_runs import KEPT, recipe, scripted, verify
 from PIL import Image, ImageOps
 
+from lmms_contam.benchmarks.mm_perturb_release import REPOSITORY, TAG
 from lmms_contam.cli import main
 from lmms_contam.corpus.embed import EfficientNetLite0Embedder
 from lmms_contam.corpus.ingest import embed_corpus
@@ -151,6 +153,23 @@ def _nan_row(root: Path) -> None:
     np.save(shard, vectors)
 
 
+def _scaled_rows(root: Path) -> None:
+    """Defect 7: vectors that are not unit length, though recipe.json says normalized."""
+    shard = root / "corpus" / "img_emb" / "img_emb_1.npy"
+    np.save(shard, np.load(shard) * np.float16(5.9))
+
+
+def _integer_shard(root: Path) -> None:
+    shard = root / "corpus" / "img_emb" / "img_emb_1.npy"
+    np.save(shard, np.round(np.load(shard) * 100).astype(np.int64))
+
+
+def _stray_copy(root: Path) -> None:
+    """Defect 8: an old copy of a shard in a subfolder was scanned as another shard."""
+    (root / "corpus" / "old").mkdir()
+    shutil.copyfile(root / "corpus" / "img_emb" / "img_emb_0.npy", root / "corpus" / "old" / "img_emb_0.npy")
+
+
 def _replace_rows(root: Path) -> None:
     """Another corpus under the same shard names: shard 1's rows rolled (same size and shape)."""
     shard = root / "corpus" / "img_emb" / "img_emb_1.npy"
@@ -181,6 +200,9 @@ SCAN_REFUSED = [
     Fault("damaged metadata", lambda r: (r / "corpus/metadata/metadata_1.parquet").write_text("garbage"),
           "metadata_1.parquet: not a readable parquet file"),
     Fault("NaN in a shard", _nan_row, "img_emb_1.npy: corpus row 6 holds NaN"),
+    Fault("vectors not of unit length", _scaled_rows, "img_emb_1.npy: corpus row 4 has length 5.8"),
+    Fault("an integer shard", _integer_shard, "img_emb_1.npy: int64 array"),
+    Fault("a stray copy of a shard", _stray_copy, "corpus/old/img_emb_0.npy: a shard outside the corpus's layout"),
     Fault("unfinished embed-corpus", lambda r: (r / "corpus/corpus.json").unlink(), "corpus: incomplete"),
     Fault("undecodable eval image", lambda r: (r / "eval/03.png").write_text("garbage"),
           "eval/03.png: unreadable image (not an image format PIL can read)"),
@@ -812,6 +834,45 @@ def test_report_escapes_what_the_user_wrote(harness_run, tmp_path, capsys):
     text = "\n".join(lines)
     assert not re.search(r"(?<!\\)<script|(?<!\\)\]\(http|\n# heading", text)  # no live tag, link or heading
     assert "x\\|y" in text
+
+
+def test_report_refuses_an_output_that_is_one_of_its_inputs(harness_run, tmp_path, capsys):
+    """Defect 10: `--json` naming the run's own results file overwrote it."""
+    root = tmp_path / "in"
+    shutil.copytree(harness_run, root)
+    (results,) = root.rglob("*_results.json")
+    (samples,) = root.rglob("*_samples_mmstar_contam.jsonl")
+    before = {path: path.read_bytes() for path in (results, samples)}
+    for flag, target in (("--json", results), ("--markdown", samples), ("--html", results)):
+        code, err = run_cli(capsys, "report", root, flag, target, "--json" if flag != "--json" else "--markdown",
+                            tmp_path / "other")  # fmt: skip
+        assert code == 2 and f"{flag} {target}: is one of the report's own input files" in err, err
+    assert {path: path.read_bytes() for path in before} == before and not (tmp_path / "other").exists()
+
+
+def test_report_shows_a_model_named_as_a_heading_as_text(harness_run, tmp_path, capsys):
+    """Defect 16: a model named `# Heading` became a heading of the Markdown report."""
+    root = tmp_path / "in"
+    shutil.copytree(harness_run, root)
+    _edit_results(lambda r: r.update(model_name="# Heading"))(root)
+    code, err = run_cli(capsys, "report", root, "--markdown", tmp_path / "r.md")
+    assert code == 0, err
+    text = (tmp_path / "r.md").read_text()
+    assert "\\# Heading" in text and not re.search(r"(^|\n)(- )?# Heading", text)
+
+
+def test_report_html_never_downloads_a_set_to_show_image_pairs(harness_run, tmp_path, capsys, monkeypatch):
+    """Rendering a report started fetching the authors' release to show image pairs. A reader never downloads:
+    with downloads on and no set here, no request is made and the page says where the set would come from."""
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    with LoopbackGitHub(REPOSITORY, TAG) as github:
+        for name, value in github.environment().items():
+            monkeypatch.setenv(name, value)
+        code, err = run_cli(capsys, "report", harness_run, "--html", tmp_path / "r.html")
+    assert code == 0, err
+    assert (
+        not github.requests and "lmms-contam fetch mm-perturb --benchmark mmstar" in (tmp_path / "r.html").read_text()
+    )
 
 
 def test_report_killed_then_rerun_equals_an_uninterrupted_report(harness_run, tmp_path):

@@ -21,7 +21,15 @@ from lmms_contam.report.set_status import set_status
 from lmms_contam.schema import manifest_beside
 from lmms_contam.set_locations import env_var
 from lmms_contam.synthetic import benchmark, calibration, flaw_study, flaws, ideal_reader, judge_study
-from lmms_contam.synthetic.judge_server import IdealReaderJudge, JudgeErrors, calibration_truths, truths_of, verdict
+from lmms_contam.synthetic.chat_endpoint import ChatEndpoint, request_parts
+from lmms_contam.synthetic.judge_server import (
+    IdealReaderJudge,
+    JudgeErrors,
+    calibration_truths,
+    pixel_digest,
+    truths_of,
+    verdict,
+)
 from lmms_contam.synthetic.scenes import KINDS, render
 
 
@@ -164,3 +172,35 @@ def test_verify_calibrate_records_the_judges_errors_and_the_report_warns_above_t
     monkeypatch.setenv(env_var("synthetic"), str(folder))
     sentence = set_status("synthetic").sentence()
     assert f"Its judge kept {measured['keep_flawed']:.1%} of 20 flawed" in sentence and "WARNING" in sentence
+
+
+def test_verify_calibrate_that_measured_nothing_fails_and_writes_no_rate(tmp_path, capsys):
+    """Defect 4: a judge with no usable verdict on any flawed item gave exit 0 and "keeps flawed: 0/0 = nan%"
+    in the manifest. A calibration that measured nothing fails (exit 1) and writes nothing; 0 items and more
+    than the bound are refused before any call (defects 16 and 12: 0 was ignored, 10^8 grew to 8 GB)."""
+    folder = tmp_path / "set"
+    flaw_study.flawed_set(folder, 20, 0.4)
+    truths = calibration_truths(calibration.calibration_items(20))
+    calls = []
+
+    def silent_on_flaws(body: dict) -> str:
+        calls.append(1)
+        _, images = request_parts(body)
+        truth = truths.get(pixel_digest(images[0]))
+        return "I cannot decide." if truth is not None and truth.flawed else json.dumps(verdict(body))
+
+    with ChatEndpoint(silent_on_flaws, "synthetic-ideal-reader") as judge:
+        endpoint = {"base_url": judge.base_url, "model": "synthetic-ideal-reader", "api_key_env": "NO_KEY",
+                    "max_retries": 0}  # fmt: skip
+        config = tmp_path / "recipe.yaml"
+        config.write_text(yaml.safe_dump({"base": str(flaw_study.RECIPE), "verify": {"judge": {"endpoint": endpoint}}}))
+        capsys.readouterr()
+        code = main(["verify", str(folder), "--config", str(config), "--calibrate", "20"])
+        err = capsys.readouterr().err
+        assert code == 1 and "calibration measured nothing: the judge gave no usable verdict on any flawed item" in err
+        assert not (folder / "verified").exists() and "nan" not in err.lower()
+        asked = len(calls)
+        for count in ("0", "1", "100000000"):
+            assert main(["verify", str(folder), "--config", str(config), "--calibrate", count]) == 2
+            assert "--calibrate takes 2 to 10,000 items" in capsys.readouterr().err
+        assert len(calls) == asked  # refused before any call

@@ -239,3 +239,73 @@ def test_vlmevalkit_leaderboard_mode_refuses_a_run_of_another_version(fixture_se
     assert code == 2 and "is not the same item in" in err and "oracle_MMStar_exact_matching_result.xlsx" in err, err
     assert "gold 'B' there" in err or "gold 'C' there" in err or "gold 'D' there" in err or "gold 'A' there" in err
     assert not (tmp_path / "r.json").exists()
+
+
+SPLITTERS = "\r", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"
+MISSING_TO_PANDAS = ("None", "NA", "nan", "N/A", "")
+
+
+def messy_set(rows: list[dict], path: Path) -> Path:
+    """Items 0-4 with an option pandas reads as missing; the others with a line-splitting character in the question
+    (a lone carriage return in item 5) and a quote and a tab in an option."""
+    messy = []
+    for number, row in enumerate(rows):
+        options, question = list(row["options"]), row["question"]
+        if number < len(MISSING_TO_PANDAS):
+            wrong = next(
+                i for i, letter in enumerate("ABCD") if letter not in (row["original_answer"], row["new_answer"])
+            )
+            options[wrong] = MISSING_TO_PANDAS[number]
+        else:
+            splitter = SPLITTERS[(number - len(MISSING_TO_PANDAS)) % len(SPLITTERS)]
+            question = question.replace("Which object", f"Which{splitter}object")
+            options[0] = f'{options[0]} "quoted"\tand tabbed'
+        messy.append({**row, "options": options, "question": question})
+    write_parquet(messy, "mmstar", path)
+    manifest_beside(path).write_text(json.dumps({"source": "messy"}) + "\n")
+    return path
+
+
+def test_the_export_round_trips_every_text_through_vlmevalkit_or_leaves_the_item_out(fixture_sets, tmp_path,
+                                                                                     monkeypatch, capsys):  # fmt: skip
+    """Defects 5 and 6: an option pandas reads as missing vanished from VLMEvalKit's prompt, and a lone carriage
+    return split a row. Such items are left out by name; every other text reads back through VLMEvalKit's own
+    loader as written, and VLMEvalKit runs the export to a verdict on the items kept."""
+    from vlmeval.smp import load
+
+    rows = datasets.load_dataset("parquet", data_files=str(fixture_sets["mmstar"]), split="train").to_list()
+    monkeypatch.setenv("LMMS_CONTAM_DATASET_MMSTAR", str(messy_set(rows, tmp_path / "messy.parquet")))
+    capsys.readouterr()
+    code = main(["export", "vlmevalkit", "mmstar", "--lmudata", str(tmp_path / "LMUData")])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    assert all(f"left out {row['item_id']}: " in printed.out for row in rows[: len(MISSING_TO_PANDAS)]), printed.out
+    manifest = json.loads((tmp_path / "LMUData" / "MMStar_contam.contam.json").read_text())
+    left_out = {row["item_id"] for row in rows[: len(MISSING_TO_PANDAS)]}
+    assert set(manifest["left_out"]) == left_out and manifest["items"] == len(rows) - len(left_out)
+    assert all("VLMEvalKit's reader reads it as missing" in why for why in manifest["left_out"].values())
+    read = load(str(tmp_path / "LMUData" / "MMStar_contam.tsv"))
+    assert len(read) == 2 * (len(rows) - len(left_out)) and not read[list("ABCD")].isna().any().any()
+    kept = {row["item_id"]: row for row in rows[len(MISSING_TO_PANDAS) :]}
+    messy = {row["item_id"]: row for row in datasets.load_dataset("parquet", data_files=str(tmp_path / "messy.parquet"),
+                                                                    split="train").to_list()}  # fmt: skip
+    for line in read.to_dict("records"):
+        item = messy[line["contam_item_id"]]
+        assert line["question"] == item["question"].split("\nOptions:")[0].strip() and item["item_id"] in kept
+        assert [line[letter] for letter in "ABCD"] == list(item["options"])
+    unread = defaultdict(str)
+    table = pd.read_csv(tmp_path / "LMUData" / "MMStar_contam.tsv", sep="\t", dtype=str, keep_default_na=False)
+    with LoopbackServer(ScriptedVLM(shown_in_export(table, unread))) as server:
+        vlmeval(tmp_path / "LMUData", tmp_path / "work", server.base_url)
+    result = reported(capsys, tmp_path / "work", tmp_path / "r.json")
+    assert (result["n_pairs"], result["delta"], result["acc_original"]) == (len(kept), 0.0, 1.0)
+
+
+def test_export_refuses_an_lmudata_that_cannot_be_a_folder_in_one_line(with_sets, tmp_path, capsys):
+    """Defect 13: `--lmudata` naming a file or a path under a file ended in a traceback."""
+    (tmp_path / "a-file").write_text("")
+    for lmudata in (tmp_path / "a-file", tmp_path / "a-file" / "below"):
+        code, err = run_cli(capsys, "export", "vlmevalkit", "mmstar", "--lmudata", lmudata)
+        assert code == 2 and f"--lmudata {lmudata}: cannot be VLMEvalKit's data folder" in err, err
+        assert "Traceback" not in err and err.count("\n") == 1
+    assert (tmp_path / "a-file").read_text() == ""

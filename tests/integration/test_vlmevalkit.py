@@ -197,11 +197,41 @@ def _as_tsv_cut_short(path: Path) -> None:
     path.unlink()
 
 
+def _damaged_header(path: Path) -> None:
+    table = pd.read_excel(path)
+    table.rename(columns={"contam_dataset": "contam_datas\x00et", "index": "indx"}).to_excel(path, index=False)
+
+
+def _second_sheet(path: Path) -> None:
+    """The rows moved to a second sheet, an empty first one left (a spreadsheet edited by hand)."""
+    table = pd.read_excel(path)
+    with pd.ExcelWriter(path) as writer:
+        table.iloc[:0].to_excel(writer, sheet_name="notes", index=False)
+        table.to_excel(writer, sheet_name="results", index=False)
+
+
+def _json_lists(path: Path) -> None:
+    table = pd.read_excel(path)
+    path.with_suffix(".json").write_text(json.dumps(table.astype(str).values.tolist()))
+    path.unlink()
+
+
+def _one_row_of_another_benchmark(path: Path) -> None:
+    table = pd.read_excel(path)
+    table.loc[3, "contam_benchmark"] = "realworldqa"
+    table.to_excel(path, index=False)
+
+
 @pytest.mark.parametrize(("damage", "expected"), [
     (_truncated_xlsx, "_exact_matching_result.xlsx: not a readable VLMEvalKit result file"),
     (_fewer_rows, "_exact_matching_result.xlsx: 22 rows, but the export had 24"),
     (_as_tsv_cut_short, "_exact_matching_result.tsv: not a readable VLMEvalKit result file"),
-], ids=["a truncated xlsx", "rows missing", "a tsv cut short"])  # fmt: skip
+    (_damaged_header, "_exact_matching_result.xlsx: lacks column(s) index, contam_dataset"),
+    (_second_sheet, "_exact_matching_result.xlsx: not a readable VLMEvalKit result file (ValueError: 2 sheets"),
+    (_json_lists, "_exact_matching_result.json: not a readable VLMEvalKit result file (ValueError: VLMEvalKit writes"),
+    (_one_row_of_another_benchmark, "_exact_matching_result.xlsx: rows with 2 different contam_benchmark"),
+], ids=["a truncated xlsx", "rows missing", "a tsv cut short", "a damaged header", "a second sheet",
+        "json as lists", "a row of another benchmark"])  # fmt: skip
 def test_the_report_refuses_a_damaged_result_file_naming_it(damage, expected, work_dir, tmp_path, capsys):
     _damaged(work_dir[0], tmp_path / "work", "oracle_MMStar_contam_exact_matching_result.xlsx", damage)
     code, _, err = run_cli(capsys, "report", tmp_path / "work", "--json", tmp_path / "r.json")

@@ -32,7 +32,7 @@ from lmms_contam.detectors.circular import CIRCULAR
 from lmms_contam.detectors.options import question_stem
 from lmms_contam.detectors.registry import DETECTORS
 from lmms_contam.hosts.vlmevalkit.bindings import VLMEvalKitBinding, binding, dataset_name
-from lmms_contam.hosts.vlmevalkit.row_content import cell_text, content_index, is_content
+from lmms_contam.hosts.vlmevalkit.row_content import OPTION_COLUMN, cell_text, content_index, is_content
 from lmms_contam.letters import option_letters
 from lmms_contam.records import CONTAM, ORIGINAL, PERTURBED
 from lmms_contam.registry.specs import SPECS
@@ -118,11 +118,11 @@ def _write_tsv(table: pd.DataFrame, path: Path) -> None:
 
 
 def _content(table: pd.DataFrame) -> pd.DataFrame:
-    return table[[c for c in table.columns if is_content(c)]].map(cell_text)
+    return table[[c for c in table.columns if is_content(c)]]
 
 
 def _content_read_back(table: pd.DataFrame, tsv: Path) -> pd.DataFrame:
-    """The table's content columns as text, as VLMEvalKit reads them back from `tsv`."""
+    """The table's content columns as VLMEvalKit reads them back from `tsv`."""
     read = vlmevalkit_reads(tsv)
     if len(read) != len(table):
         raise PerturbedSetError(f"{tsv}: reads back as {len(read)} rows for {len(table)}: a field splits a line")
@@ -133,17 +133,30 @@ def _probed(table: pd.DataFrame) -> pd.DataFrame:
     """The content columns as VLMEvalKit would read them, from a TSV of those columns alone."""
     with tempfile.TemporaryDirectory(prefix="lmms-contam-export-") as folder:
         probe = Path(folder) / "probe.tsv"
-        _write_tsv(table[[c for c in table.columns if is_content(c)]], probe)
+        _write_tsv(_content(table), probe)
         return _content_read_back(table, probe)
 
 
-def _unreadable_items(table: pd.DataFrame, read: pd.DataFrame) -> dict[str, str]:
-    """Items a field of which VLMEvalKit would not read as written (as missing, or as another number), with
-    why: the prompt it builds would lack or change that field."""
-    why: dict[str, str] = {}
+def _differences(table: pd.DataFrame, read: pd.DataFrame) -> dict[str, pd.Series]:
+    """Per content column, the rows VLMEvalKit would not read as written: another text, or (for what the prompt
+    shows: question, hint, options, gold) a written text read as missing, which VLMEvalKit leaves out."""
+    differing = {}
     for column in read.columns:
-        for row in (table[column].map(cell_text) != read[column]).to_numpy().nonzero()[0]:
-            seen = f"as {read[column].iat[row]!r}" if read[column].iat[row] else "as missing"
+        differs = table[column].map(cell_text) != read[column].map(cell_text)
+        if column in ("question", "hint", "answer") or OPTION_COLUMN.match(column):
+            differs |= table[column].notna() & read[column].isna()
+        differing[column] = differs
+    return differing
+
+
+def _unreadable_items(table: pd.DataFrame, read: pd.DataFrame) -> dict[str, str]:
+    """Items a field of which VLMEvalKit would not read as written, with why: the prompt it builds would lack or
+    change that field."""
+    why: dict[str, str] = {}
+    for column, differs in _differences(table, read).items():
+        for row in differs.to_numpy().nonzero()[0]:
+            seen = read[column].iat[row]
+            seen = "as missing" if pd.isna(seen) else f"as {cell_text(seen)!r}"
             why.setdefault(
                 str(table["contam_item_id"].iat[row]),
                 f"{column} {table[column].iat[row]!r}: VLMEvalKit's reader reads it {seen}",
@@ -189,7 +202,7 @@ def export_set(benchmark: str, family: str = CONTAM, lmudata: str | Path | None 
         raise PerturbedSetError(f"{location.value}: two rows ask the same (a repeated item id?)")
     with atomic_path(tsv) as tmp:
         _write_tsv(table, tmp)
-        if not _content_read_back(table, tmp).equals(_content(table)):
+        if any(differs.any() for differs in _differences(table, _content_read_back(table, tmp)).values()):
             raise PerturbedSetError(f"{tsv}: does not read back as VLMEvalKit reads it; nothing exported")
     source = manifest_path(location)
     verification = (json.loads(source.read_text()).get("verification") if source else None) or None

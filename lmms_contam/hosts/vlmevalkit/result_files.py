@@ -52,6 +52,15 @@ def result_files(paths: Iterable[Path]) -> list[Path]:
     return list(dict.fromkeys(found))
 
 
+OOXML_ESCAPE = re.compile(r"_x([0-9A-Fa-f]{4})_")
+
+
+def _ooxml_text(value: object) -> object:
+    """A string cell with the characters an xlsx writer escapes as `_xHHHH_` (control characters, and `_x` that
+    would read as one) put back, as the text VLMEvalKit read from the TSV; pandas' reader leaves them escaped."""
+    return OOXML_ESCAPE.sub(lambda found: chr(int(found[1], 16)), value) if isinstance(value, str) else value
+
+
 def read_table(path: Path) -> pd.DataFrame:
     """A result or prediction file as a table, or a refusal naming it (damaged, truncated, empty)."""
     form = path.suffix.removeprefix(".")
@@ -61,6 +70,7 @@ def read_table(path: Path) -> pd.DataFrame:
             if len(sheets) != 1:
                 raise ValueError(f"{len(sheets)} sheets ({', '.join(map(str, sheets))}); VLMEvalKit writes one")
             (table,) = sheets.values()
+            table = table.map(_ooxml_text)
         elif form == "tsv":
             if not path.read_bytes().endswith(b"\n"):
                 raise ValueError("the last line has no line end: a truncated file?")
