@@ -337,6 +337,12 @@ def mmbench_layout(contam: pd.DataFrame, unrotated: int = 1) -> tuple[pd.DataFra
     return pd.DataFrame(rows), shown
 
 
+def _first_index_not_a_number(path: Path) -> None:
+    table = pd.read_excel(path).astype({"index": object})
+    table.loc[0, "index"] = "x7"
+    table.to_excel(path, index=False)
+
+
 def test_the_report_reads_vlmevalkits_own_circular_eval_of_mmbench(exported, tmp_path, capsys):
     """A run of VLMEvalKit's own MMBench_DEV_EN (here items in its layout, run as a custom dataset under that name,
     since VLMEvalKit would download its own), evaluated with its CircularEval and PRINT_VANILLA=1: the report's
@@ -378,6 +384,14 @@ def test_the_report_reads_vlmevalkits_own_circular_eval_of_mmbench(exported, tmp
     assert not detectors["oracle"]["flagged"] and detectors["oracle"]["signal"] == 0.0
     assert detectors["memoriser"]["flagged"] and detectors["memoriser"]["p_value"] < 0.01
     assert 0 < detectors["random"]["score"] < detectors["random"]["reference"]  # the draws make it worth checking
+    damaged = _damaged(
+        tmp_path / "work",
+        tmp_path / "damaged",
+        "oracle_MMBench_DEV_EN_exact_matching_vanilla_circ0_result.xlsx",
+        _first_index_not_a_number,
+    )
+    code, _, err = run_cli(capsys, "report", tmp_path / "damaged")  # defect 16: "could not convert", no file named
+    assert code == 2 and f"{damaged}: index 'x7' is not an item number" in err, err
     for vanilla in (tmp_path / "work").rglob("*_vanilla_circ0_result.xlsx"):
         vanilla.unlink()  # evaluated without PRINT_VANILLA=1: the reference is missing, and the user told how to add it
     warnings: list[str] = []

@@ -26,8 +26,16 @@ from lmms_contam.registry.parsers import MMBENCH_COPY_OFFSET
 from lmms_contam.report.inputs import ReportInputError, ScoredItem
 
 
-def _item(index: object) -> str:
-    return str(int(float(cell_text(index))) % MMBENCH_COPY_OFFSET)
+def _item(index: object, path: object) -> str:
+    """The item a CircularEval row asks (its copies are numbered i + k * 1e6); a non-integer index is refused
+    naming the file."""
+    try:
+        number = float(cell_text(index))
+    except ValueError:
+        number = float("nan")
+    if not number.is_integer():
+        raise ReportInputError(f"{path}: index {cell_text(index)!r} is not an item number, as VLMEvalKit writes them")
+    return str(int(number) % MMBENCH_COPY_OFFSET)
 
 
 def circular_records(result: ResultFile) -> list[ScoredItem] | None:
@@ -45,8 +53,8 @@ def circular_records(result: ResultFile) -> list[ScoredItem] | None:
         return None
     circ0 = read_table(circ0_path)
     checked_own_table(circ0_path, circ0)
-    first = {_item(row["index"]): int(cell_text(row["hit"])) for row in circ0.to_dict("records")}
-    every = {_item(row["index"]): row for row in result.table.to_dict("records")}
+    first = {_item(row["index"], circ0_path): int(cell_text(row["hit"])) for row in circ0.to_dict("records")}
+    every = {_item(row["index"], result.path): row for row in result.table.to_dict("records")}
     if set(first) != set(every):
         raise ReportInputError(f"{circ0_path} and {result.path}: not the same items ({len(first)} and {len(every)})")
     asked = _times_asked(result)
@@ -74,8 +82,8 @@ def _times_asked(result: ResultFile) -> Counter:
     found = [p for p in (result.path.with_name(f"{stem}.{form}") for form in ("xlsx", "tsv", "json")) if p.is_file()]
     if not found:
         raise ReportInputError(f"{result.path}: VLMEvalKit's prediction file {stem}.xlsx|tsv|json is not beside it")
-    asked = Counter(_item(index) for index in read_table(found[0])["index"])
-    missing = [item for item in (_item(index) for index in result.table["index"]) if not asked[item]]
+    asked = Counter(_item(index, found[0]) for index in read_table(found[0])["index"])
+    missing = [item for item in (_item(index, result.path) for index in result.table["index"]) if not asked[item]]
     if missing:
         raise ReportInputError(f"{found[0]}: no rows of item {missing[0]}, which {result.path.name} scored")
     return asked
