@@ -4,9 +4,11 @@ thread while this one is scanned.
 A memory-mapped shard goes through the page cache: a cold scan spends CPU filling it (fresh pages for every
 read), which two busy cores cannot hide, and at corpus scale (terabytes) the cache only churns. With O_DIRECT
 the disk writes into buffers the scan already holds, and the reads cost the cores little. A chunk the page
-cache holds already (a shard just written or scanned through the cache) is used where it lies, memory-mapped,
-without a copy. Where the runner says which shard comes next in this process, that shard's first chunk is read
-while this one's last chunk is scanned. A file system that refuses O_DIRECT is read through the cache.
+cache holds already (a shard just written or scanned through the cache) is copied from it. No chunk is scanned
+where it lies in a memory map: a shard cut short meanwhile would end the process with SIGBUS; a read returns
+short instead, and the shard is refused by name. Where the runner says which shard comes next in this process,
+that shard's first chunk is read while this one's last chunk is scanned. A file system that refuses O_DIRECT
+is read through the cache.
 """
 
 from __future__ import annotations
@@ -107,14 +109,12 @@ class ShardReader:
             self.ahead = (following.path, self._read(following, 0, min(FIRST_ROWS, chunk, len(following))))
 
     def _read(self, shard: ShardRows, start: int, stop: int) -> Future:
-        """Rows [start, stop): their memory map where the page cache holds them already (no copy, no read),
-        else read straight from the disk into the next buffer, on the reader's thread."""
-        if _cached(shard, start, stop):
-            done: Future = Future()
-            done.set_result(shard.mapped[start:stop])
-            return done
+        """Rows [start, stop) read into the next buffer on the reader's thread: copied from the page cache where
+        it holds them already, else straight from the disk. Never used where they lie in a memory map: a shard
+        cut short while it is scanned would kill the process (SIGBUS) instead of being refused by name."""
         buffer = self._buffer((stop - start) * shard.shape[1] * shard.dtype.itemsize + 2 * BLOCK)
-        return self.pool.submit(_read_rows, shard, start, stop, buffer)
+        flags = 0 if _cached(shard, start, stop) else DIRECT
+        return self.pool.submit(_read_rows, shard, start, stop, buffer, flags)
 
     def _buffer(self, size: int) -> mmap.mmap:
         """The buffer after the last one handed out, grown to `size` (anonymous maps are page-aligned)."""
@@ -151,15 +151,16 @@ def _cached(shard: ShardRows, start: int, stop: int) -> bool:
     return bool((resident & 1).all())
 
 
-def _read_rows(shard: ShardRows, start: int, stop: int, buffer: mmap.mmap) -> np.ndarray:
-    """Rows [start, stop) read into `buffer` at BLOCK-aligned offsets, as an array over it."""
+def _read_rows(shard: ShardRows, start: int, stop: int, buffer: mmap.mmap, flags: int = DIRECT) -> np.ndarray:
+    """Rows [start, stop) read into `buffer` at BLOCK-aligned offsets, as an array over it; a file that ends
+    before them (cut short after it was opened) is refused naming the row."""
     row_bytes = shard.shape[1] * shard.dtype.itemsize
     first, end = shard.data_offset + start * row_bytes, shard.data_offset + stop * row_bytes
     aligned = first - first % BLOCK
     length = -(-(end - aligned) // BLOCK) * BLOCK
     view = memoryview(buffer)[:length]
     try:
-        got = _read_fully(shard.path, view, aligned, end - aligned, DIRECT)
+        got = _read_fully(shard.path, view, aligned, end - aligned, flags)
     except OSError as exc:
         if exc.errno not in (errno.EINVAL, errno.EOPNOTSUPP):
             raise

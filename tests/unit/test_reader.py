@@ -4,6 +4,8 @@ same scan results; the next shard's first chunk read ahead; a file that refuses 
 from __future__ import annotations
 
 import errno
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -78,6 +80,36 @@ def test_a_shard_cut_short_after_it_was_opened_is_refused_by_its_last_row(tmp_pa
         handle.truncate(path.stat().st_size - 300)
     with pytest.raises(ValueError, match="the file ends 300 bytes short of row 999"):
         read_back(shard, 256)
+
+
+CUT_WHILE_SCANNED = """
+import os, sys, threading, time
+import numpy as np
+from lmms_contam.corpus.reader import shard_rows
+from lmms_contam.corpus.scan import scan_matrix
+path = sys.argv[1]
+float(np.load(path).sum())  # every page in the page cache
+shard = shard_rows(path)
+queries = np.eye(2, 64, dtype=np.float32)
+threading.Thread(target=lambda: (time.sleep(0.2), os.truncate(path, os.path.getsize(path) // 2))).start()
+deadline = time.monotonic() + 20
+try:
+    while time.monotonic() < deadline:
+        scan_matrix(queries, shard, 0, chunk=1024)
+except ValueError as exc:
+    print(exc)
+    sys.exit(2)
+"""
+
+
+def test_a_cached_shard_cut_short_while_it_is_scanned_is_refused_not_a_crash(tmp_path):
+    """Defect 11: cached chunks were scanned where they lay in the memory map, and a shard truncated meanwhile
+    killed the scan with SIGBUS (exit 135, no message). Every chunk is read into a buffer: a short read."""
+    rows = np.random.default_rng(3).normal(size=(200_000, 64)).astype(np.float32)
+    path = saved(tmp_path / "img_emb_0.npy", rows / np.linalg.norm(rows, axis=1, keepdims=True))
+    done = subprocess.run([sys.executable, "-c", CUT_WHILE_SCANNED, str(path)], capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 2 and "the file ends" in done.stdout and "bytes short of row" in done.stdout, done
 
 
 def test_a_file_system_that_refuses_o_direct_is_read_through_the_cache(tmp_path, monkeypatch):
