@@ -216,6 +216,12 @@ def _json_lists(path: Path) -> None:
     path.unlink()
 
 
+def _a_hit_flipped(path: Path) -> None:
+    table = pd.read_excel(path)
+    table.loc[5, "hit"] = 1 - table.loc[5, "hit"]
+    table.to_excel(path, index=False)
+
+
 def _one_row_of_another_benchmark(path: Path) -> None:
     table = pd.read_excel(path)
     table.loc[3, "contam_benchmark"] = "realworldqa"
@@ -230,8 +236,9 @@ def _one_row_of_another_benchmark(path: Path) -> None:
     (_second_sheet, "_exact_matching_result.xlsx: not a readable VLMEvalKit result file (ValueError: 2 sheets"),
     (_json_lists, "_exact_matching_result.json: not a readable VLMEvalKit result file (ValueError: VLMEvalKit writes"),
     (_one_row_of_another_benchmark, "_exact_matching_result.xlsx: rows with 2 different contam_benchmark"),
+    (_a_hit_flipped, "gives 1: the hit is not this reply's"),
 ], ids=["a truncated xlsx", "rows missing", "a tsv cut short", "a damaged header", "a second sheet",
-        "json as lists", "a row of another benchmark"])  # fmt: skip
+        "json as lists", "a row of another benchmark", "a hit its reply contradicts"])  # fmt: skip
 def test_the_report_refuses_a_damaged_result_file_naming_it(damage, expected, work_dir, tmp_path, capsys):
     _damaged(work_dir[0], tmp_path / "work", "oracle_MMStar_contam_exact_matching_result.xlsx", damage)
     code, _, err = run_cli(capsys, "report", tmp_path / "work", "--json", tmp_path / "r.json")

@@ -17,6 +17,7 @@ from pathlib import Path
 from lmms_contam.detectors.circular import CIRCULAR
 from lmms_contam.detectors.registry import DETECTORS
 from lmms_contam.hosts.vlmevalkit.circular import circular_records
+from lmms_contam.hosts.vlmevalkit.hits import EXACT_MATCHING, rechecked
 from lmms_contam.hosts.vlmevalkit.result_files import (
     BUILTIN,
     BUILTIN_CIRCULAR,
@@ -37,7 +38,6 @@ from lmms_contam.report.inputs import (
     same_text,
 )
 
-EXACT_MATCHING = "exact_matching"
 UNMATCHED = "Failed in Prefetch"  # VLMEvalKit's log for a reply its rules could not match, with no judge at work
 RANDOM = "Failed to predict, thus randomly generate one"  # the judge failed three times: a random option
 
@@ -76,6 +76,9 @@ def how_matched(result: ResultFile) -> tuple[str, tuple[str, ...]]:
             f"{result.path.name}: {kinds['unmatched']} of {total} replies named no option VLMEvalKit's rules "
             "could match; with exact_matching they count as wrong"
         )
+    unchecked = rechecked(result)
+    if unchecked:
+        notes.append(unchecked)
     if kinds["random"]:
         notes.append(
             f"{result.path.name}: for {kinds['random']} of {total} replies the judge failed and VLMEvalKit "
@@ -215,6 +218,7 @@ def load(paths: Iterable[str | Path]) -> Loaded:
     pairs: dict[tuple[str, str], list[ResultFile]] = defaultdict(list)
     for (model, benchmark, family), (result,) in sorted(by_run.items()):
         if family in DETECTORS:
+            rechecked(result)
             detectors.append(
                 DetectorRun(
                     model=model_label(result),
