@@ -480,7 +480,7 @@ def _add_originals_of_builtin_run(
 def _mismatch(perturbed: ScoredItem, found: _BuiltinSample, prompt: str, check_prompt: bool) -> str:
     """How the built-in run's item differs from the set's original, or an empty string."""
     if not perturbed.original_gold:
-        return "the perturbed run logged no original gold: it was made by an lmms-contam before 0.3; rerun it"
+        return "the perturbed run logged no original gold: it was made by an earlier lmms-contam; rerun it"
     if found.gold.strip() != perturbed.original_gold.strip():
         return f"gold {found.gold!r} there, {perturbed.original_gold!r} in the set"
     if check_prompt and not same_text(found.prompt, prompt):
