@@ -123,7 +123,8 @@ def _checked_content(path: Path, table: pd.DataFrame) -> None:
                 f"{path}: row {number} (index {cell_text(row['index'])}, item {cell_text(row['contam_item_id'])}): "
                 "its question, options, answer or image are not those its index was exported with: its "
                 "prediction and hit belong to another export (VLMEvalKit's --reuse of a run of an earlier export, "
-                "or an export by an earlier lmms-contam, whose rows were numbered 0..N-1); export again and rerun without --reuse"
+                "or an export by an earlier lmms-contam, whose rows were numbered 0..N-1); export again and rerun "
+                "without --reuse"
             )
 
 
