@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lmms_contam.atomic import atomic_paths
-from lmms_contam.report import analysis, benchmark_rates, inputs, render
+from lmms_contam.report import analysis, benchmark_rates, inputs, render, set_join
 from lmms_contam.report.set_status import set_status
 
 
@@ -37,6 +37,7 @@ def build(
     # the set each result was scored on, as its records name it; each is looked up once
     scored = {(entry.model, entry.benchmark): (entry.benchmark, entry.set_manifest) for entry in loaded.benchmarks}
     statuses = {key: set_status(*key) for key in set(scored.values())}
+    set_join.join_all(loaded)
     for result in analysed.results:
         result.scored_set = statuses[scored[result.model, result.benchmark]]
     text = render.to_markdown(analysed)

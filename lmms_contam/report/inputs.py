@@ -79,6 +79,7 @@ class DetectorRun:
     records: list[ContamRecord]
     source: str
     host: str = LMMS_EVAL
+    of_the_set: bool = True  # its items are the set's (False: a host's own CircularEval of the whole benchmark)
 
 
 @dataclass(frozen=True)

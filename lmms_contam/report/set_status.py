@@ -80,7 +80,12 @@ def set_status(benchmark: str, scored_manifest: str | None = None) -> SetStatus:
     try:
         location = resolve(benchmark, fetch=False)
     except PerturbedSetError:
-        return SetStatus(benchmark=benchmark, location=None, verified=None, by="no set resolves on this machine")
+        return SetStatus(
+            benchmark=benchmark,
+            location=None,
+            verified=None,
+            by="no set resolves on this machine, so the scored records were not checked against it either",
+        )
     here = manifest_sha256(location)
     if scored_manifest is not None and here != scored_manifest:
         found = f"manifest SHA-256 {here[:12]}" if here else "no manifest"

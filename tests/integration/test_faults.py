@@ -803,6 +803,18 @@ def test_report_refuses_damaged_inputs(fault, harness_run, tmp_path, capsys):
     assert_refused(code, err, fault.expected, outputs)
 
 
+def test_report_joins_every_record_to_the_set_by_item_and_gold(harness_run, with_sets, tmp_path, capsys):
+    """A record scored against another gold than the set gives its version (a run of another set, a samples file
+    edited so its figures still agree) is refused; the run as it was reads, joined to the set."""
+    assert run_cli(capsys, "report", harness_run, "--json", tmp_path / "ok.json")[0] == 0
+    root = tmp_path / "in"
+    shutil.copytree(harness_run, root)
+    _edit_line(3, lambda s: s["contam_ids"].update(gold="Z"))(root)
+    code, err = run_cli(capsys, "report", root, "--json", tmp_path / "r.json")
+    assert_refused(code, err, f"{SAMPLES}: item ", [tmp_path / "r.json"])
+    assert "was scored against gold 'Z', but the set that was scored" in err
+
+
 def test_report_writes_all_outputs_or_none_and_reads_one_run_under_two_spellings(harness_run, tmp_path, capsys,
                                                                                   monkeypatch):  # fmt: skip
     (tmp_path / "a-file").write_text("")

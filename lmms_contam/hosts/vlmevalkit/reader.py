@@ -240,6 +240,7 @@ def load(paths: Iterable[str | Path]) -> Loaded:
                         records=records,
                         source=str(result.path),
                         host=VLMEVALKIT,
+                        of_the_set=False,
                     )
                 )
         else:
