@@ -349,7 +349,13 @@ def markdown_text(text: str) -> str:
     HTML tag, emphasis or a line break in them must not change the table or the page it is rendered into
     (a link needs `](`: escaping that keeps the report's own `[low, high]` intervals readable)."""
     escaped = MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
-    return BLOCK_MARKER.sub(r"\1\\\2", escaped).replace("](", "]\\(")
+    return escaped.replace("](", "]\\(")
+
+
+def markdown_item(text: str) -> str:
+    """A list item of the user's text: as markdown_text, and a list or quote marker it begins with escaped (it
+    would nest a list or a quote in the item)."""
+    return "- " + BLOCK_MARKER.sub(r"\1\\\2", markdown_text(text))
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
@@ -455,7 +461,7 @@ def to_markdown(analysed: Analysed) -> str:
     results, alpha = analysed.results, analysed.alpha
     parts = ["# Contamination report (lmms-contam)", ""]
     if results:
-        parts += [*(f"- {markdown_text(line)}" for line in model_sentences(analysed)), ""]
+        parts += [*(markdown_item(line) for line in model_sentences(analysed)), ""]
         parts += [
             f"Semantic perturbation: accuracy in %; delta = perturbed - original on the same items, 95% "
             f"stratified CI; exact McNemar test, Holm-corrected across each model's benchmarks; contaminated = "
@@ -466,8 +472,8 @@ def to_markdown(analysed: Analysed) -> str:
         parts += ["## Leaderboard", "", _table(*leaderboard_rows(analysed)), ""]
     if results:
         parts += ["## Details", "", _table(*detail_rows(analysed)), ""]
-        parts += ["Sets scored:", "", *(f"- {markdown_text(line)}" for line in set_sentences(results)), ""]
-        parts += ["Answers matched by:", "", *(f"- {markdown_text(line)}" for line in matching_sentences(analysed)), ""]
+        parts += ["Sets scored:", "", *(markdown_item(line) for line in set_sentences(results)), ""]
+        parts += ["Answers matched by:", "", *(markdown_item(line) for line in matching_sentences(analysed)), ""]
     if any(r.categories for r in results):
         parts += ["## Per-category deltas", "", CATEGORY_LEGEND, "", _table(*category_rows(analysed)), ""]
     if analysed.scanned:
