@@ -404,7 +404,7 @@ def _check_builtin_metrics(source: _Source, samples: list[dict]) -> str | None:
     recomputed, for the report to name."""
     bound = binding(source.benchmark)
     module = importlib.import_module(bound.scorer.module)
-    unchecked = []
+    unchecked = [] if source.aggregations else ["figures (its results file names no aggregation)"]
     for metric, function in source.aggregations.items():
         logged = [value for key, value in source.metrics.items() if key.split(",")[0] == metric]
         theirs = _number(logged[0]) if len(logged) == 1 else None
