@@ -10,16 +10,24 @@ from lmms_contam.commands.common import stop
 
 
 def _outputs_are_not_inputs(args: argparse.Namespace) -> None:
-    """An output naming a file the report reads would replace its own input: refused before anything is read."""
+    """An output naming a file of the runs it reads would replace its own input, and two outputs naming one file
+    would lose one: refused before anything is read."""
     from lmms_contam.hosts.readers import read_files
     from lmms_contam.report.inputs import ReportInputError
 
     inputs = read_files([*args.paths, *filter(None, [args.text_only_baseline])])
     if args.scans:  # a scan folder is read whole
         inputs |= {path.resolve() for path in [Path(args.scans), *Path(args.scans).rglob("*")]}
+    written: dict[Path, str] = {}
     for flag, output in (("--markdown", args.markdown), ("--json", args.json), ("--html", args.html)):
-        if output and Path(output).resolve() in inputs:
-            raise ReportInputError(f"{flag} {output}: is one of the report's own input files; write it elsewhere")
+        if not output:
+            continue
+        target = Path(output).resolve()
+        if target in inputs:
+            raise ReportInputError(f"{flag} {output}: is a file of the runs the report reads; write it elsewhere")
+        if target in written:
+            raise ReportInputError(f"{flag} {output}: is {written[target]}'s file too; give each output its own")
+        written[target] = flag
 
 
 def _report(args: argparse.Namespace) -> int:

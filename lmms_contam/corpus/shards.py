@@ -27,6 +27,7 @@ from lmms_contam.atomic import atomic_path
 from lmms_contam.corpus.embed import Recipe
 
 SHARD = re.compile(r"img_emb_(\d+)\.npy")
+NEAR_SHARD = re.compile(r"img_emb_\d+\.npy", re.IGNORECASE)  # a shard under another case: not scanned
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,7 @@ def open_corpus(folder: str | Path) -> tuple[list[EmbeddingShard], Recipe]:
         repeated = next(path for number, path in found if numbers.count(number) > 1)
         raise ValueError(f"{repeated}: another file has the same shard number; one file per number")
     metadata_folder = folder / "metadata" if vectors_folder != folder else folder
+    _check_none_missing(folder, numbers, metadata_folder)
     shards, offset = [], 0
     for number, path in found:
         metadata = metadata_folder / f"metadata_{number}.parquet"
@@ -126,15 +128,54 @@ def open_corpus(folder: str | Path) -> tuple[list[EmbeddingShard], Recipe]:
         rows = _shard_rows(path, metadata)
         shards.append(EmbeddingShard(name=path.stem, vectors=path, metadata=metadata, offset=offset, rows=rows))
         offset += rows
+    written = _written_vectors(folder)
+    if written is not None and written != offset:
+        raise ValueError(
+            f"{folder / COMPLETE}: the run that wrote this corpus made {written} vectors, but its shards hold "
+            f"{offset}: a shard is missing or was replaced; rerun it"
+        )
     return shards, recipe
+
+
+def _written_vectors(folder: Path) -> int | None:
+    """How many vectors the corpus's completion record says were written (None: a dump with no record)."""
+    if not (folder / COMPLETE).is_file():
+        return None
+    try:
+        return int(json.loads((folder / COMPLETE).read_text())["vectors"])
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"{folder / COMPLETE}: not a readable completion record ({exc})") from exc
+
+
+def _check_none_missing(folder: Path, numbers: list[int], metadata_folder: Path) -> None:
+    """A shard missing from a corpus lowers every rate without a word: refused where it shows, by metadata
+    without its vectors, or (a dump with no completion record) by a gap in the numbering. A corpus that
+    `embed-corpus` wrote may skip a number (every image of that shard failed); its record counts vectors."""
+    orphans = [
+        p
+        for p in metadata_folder.glob("metadata_*.parquet")
+        if (m := re.fullmatch(r"metadata_(\d+)\.parquet", p.name)) and int(m[1]) not in numbers
+    ]
+    if orphans and not (folder / COMPLETE).is_file():
+        raise ValueError(f"{orphans[0]}: metadata of a shard whose vectors are missing (img_emb_N.npy)")
+    gaps = sorted(set(range(max(numbers) + 1)) - set(numbers))
+    if gaps and not (folder / COMPLETE).is_file():
+        raise ValueError(
+            f"{folder}: shard(s) {', '.join(map(str, gaps[:5]))} missing: the numbers run {min(numbers)} to "
+            f"{max(numbers)} with gaps; a partly copied corpus would report less contamination than there is"
+        )
 
 
 def _layout_folder(folder: Path) -> Path:
     """Where the corpus's shards are (`img_emb/`, or the folder itself for a flat dump); a file anywhere else
-    that looks like a shard (a stray copy in a subfolder) is refused by name: scanned, it would count its
-    matches twice under other ids."""
+    that looks like a shard (a stray copy in a subfolder, a name in capitals) is refused by name: scanned, it
+    would count its matches twice under other ids; left out, its matches would be lost."""
     layout = folder / "img_emb" if (folder / "img_emb").is_dir() else folder
-    strays = [p for p in folder.rglob("img_emb_*.npy") if SHARD.fullmatch(p.name) and p.parent != layout]
+    lookalikes = [p for p in folder.rglob("*") if NEAR_SHARD.fullmatch(p.name)]
+    misnamed = [p for p in lookalikes if not SHARD.fullmatch(p.name)]
+    if misnamed:
+        raise ValueError(f"{misnamed[0]}: looks like a shard but is not named img_emb_N.npy; rename or remove it")
+    strays = [p for p in lookalikes if p.parent != layout]
     if strays:
         raise ValueError(
             f"{strays[0]}: a shard outside the corpus's layout ({layout}/img_emb_N.npy); only the layout's own "

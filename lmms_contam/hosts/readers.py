@@ -22,19 +22,31 @@ def _written_by(path: Path) -> tuple[bool, bool]:
     raise ReportInputError(f"{path}: no such file or folder")
 
 
+HARNESS_FILES = (".xlsx", ".tsv", ".pkl", ".csv")  # VLMEvalKit's predictions and tables beside its results
+
+
+def _harness_written(path: Path) -> bool:
+    """A file a harness wrote into a run's folder: what the readers read, or what the harness needs again
+    (VLMEvalKit's predictions, which --reuse reads)."""
+    return (
+        lmms_eval_reader.is_output_file(path)
+        or vlmevalkit_files.is_result_file(path)
+        or path.name == "status.json"
+        or path.suffix in HARNESS_FILES
+    )
+
+
 def read_files(paths: Iterable[str | Path]) -> set[Path]:
-    """Every file the readers would read under `paths` (resolved): what no output of the report may replace."""
+    """Every file of the runs under `paths` (resolved): what no output of the report may replace. A file named
+    alone brings its folder's and the folder above's (where lmms-eval keeps its results beside the samples and
+    VLMEvalKit its status.json)."""
     found = set()
     for path in map(Path, paths):
-        candidates = path.rglob("*") if path.is_dir() else [path]
-        found |= {
-            p.resolve()
-            for p in candidates
-            if p == path
-            or lmms_eval_reader.is_output_file(p)
-            or vlmevalkit_files.is_result_file(p)
-            or p.name == "status.json"
-        }
+        folders = [path] if path.is_dir() else [path.parent, path.parent.parent]
+        found.add(path.resolve())
+        for folder in folders:
+            candidates = folder.rglob("*") if folder == path else folder.iterdir()
+            found |= {p.resolve() for p in candidates if p.is_file() and _harness_written(p)}
     return found
 
 

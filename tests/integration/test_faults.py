@@ -170,6 +170,13 @@ def _stray_copy(root: Path) -> None:
     shutil.copyfile(root / "corpus" / "img_emb" / "img_emb_0.npy", root / "corpus" / "old" / "img_emb_0.npy")
 
 
+def _dump_with_a_gap(root: Path) -> None:
+    """A public dump (no completion record) copied in part: shard 1 and its metadata missing."""
+    for path in ("corpus.json", "img_emb/img_emb_1.npy", "metadata/metadata_1.parquet"):
+        (root / "corpus" / path).unlink()
+    shutil.rmtree(root / "corpus" / "shards")
+
+
 def _replace_rows(root: Path) -> None:
     """Another corpus under the same shard names: shard 1's rows rolled (same size and shape)."""
     shard = root / "corpus" / "img_emb" / "img_emb_1.npy"
@@ -203,6 +210,12 @@ SCAN_REFUSED = [
     Fault("vectors not of unit length", _scaled_rows, "img_emb_1.npy: corpus row 4 has length 5.8"),
     Fault("an integer shard", _integer_shard, "img_emb_1.npy: int64 array"),
     Fault("a stray copy of a shard", _stray_copy, "corpus/old/img_emb_0.npy: a shard outside the corpus's layout"),
+    Fault("a shard cut shorter by hand", _shorten, "corpus/corpus.json: the run that wrote this corpus made 10"),
+    Fault("a shard deleted", lambda r: (r / "corpus/img_emb/img_emb_2.npy").unlink(),
+          "corpus/corpus.json: the run that wrote this corpus made 10 vectors"),
+    Fault("a shard named in capitals", lambda r: (r / "corpus/img_emb/img_emb_1.npy").rename(
+          r / "corpus/img_emb/img_emb_1.NPY"), "img_emb/img_emb_1.NPY: looks like a shard but is not named"),
+    Fault("a gap in a dump's shards", _dump_with_a_gap, "corpus: shard(s) 1 missing"),
     Fault("unfinished embed-corpus", lambda r: (r / "corpus/corpus.json").unlink(), "corpus: incomplete"),
     Fault("undecodable eval image", lambda r: (r / "eval/03.png").write_text("garbage"),
           "eval/03.png: unreadable image (not an image format PIL can read)"),
@@ -210,7 +223,6 @@ SCAN_REFUSED = [
 ]  # fmt: skip
 SCAN_CHANGED = [
     Fault("another corpus, same shard names", _replace_rows),
-    Fault("a shorter corpus", _shorten),
     Fault("an image added to the eval folder", _add_image),
     Fault("an eval image replaced", _replace_image),
     Fault("another threshold", lambda r: ["--threshold", "0.3"]),
@@ -858,7 +870,7 @@ def test_report_refuses_an_output_that_is_one_of_its_inputs(harness_run, tmp_pat
     for flag, target in (("--json", results), ("--markdown", samples), ("--html", results)):
         code, err = run_cli(capsys, "report", root, flag, target, "--json" if flag != "--json" else "--markdown",
                             tmp_path / "other")  # fmt: skip
-        assert code == 2 and f"{flag} {target}: is one of the report's own input files" in err, err
+        assert code == 2 and f"{flag} {target}: is a file of the runs the report reads" in err, err
     assert {path: path.read_bytes() for path in before} == before and not (tmp_path / "other").exists()
 
 

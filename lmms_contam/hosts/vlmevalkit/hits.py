@@ -9,13 +9,42 @@ the report says so.
 
 from __future__ import annotations
 
+import os
 import string
+from collections.abc import Callable
+from contextlib import contextmanager
 
 from lmms_contam.hosts.vlmevalkit.result_files import ResultFile
 from lmms_contam.hosts.vlmevalkit.row_content import cell_text
 from lmms_contam.report.inputs import ReportInputError
 
 EXACT_MATCHING = "exact_matching"
+VERBOSE = "VERBOSE"  # VLMEvalKit's matching reads it: set, it refuses some replies naming "A" among many words
+
+
+@contextmanager
+def _verbose(value: str | None):
+    kept = os.environ.get(VERBOSE)
+    if value is None:
+        os.environ.pop(VERBOSE, None)
+    else:
+        os.environ[VERBOSE] = value
+    try:
+        yield
+    finally:
+        if kept is None:
+            os.environ.pop(VERBOSE, None)
+        else:
+            os.environ[VERBOSE] = kept
+
+
+def _inferred(can_infer: Callable, reply: str, choices: dict[str, str]) -> set:
+    """What VLMEvalKit's rules make of the reply, with and without $VERBOSE (which the run may have had set)."""
+    found = set()
+    for value in (None, "1"):
+        with _verbose(value):
+            found.add(can_infer(reply, choices))
+    return found
 
 
 def rechecked(result: ResultFile) -> str | None:
@@ -27,11 +56,12 @@ def rechecked(result: ResultFile) -> str | None:
     unchecked = 0
     for number, row in enumerate(result.table.to_dict("records"), 2):
         choices = {c: cell_text(row[c]) for c in string.ascii_uppercase if c in row and cell_text(row[c])}
-        inferred = can_infer(cell_text(row["prediction"]), choices)
-        if not inferred and result.judge != EXACT_MATCHING:
-            unchecked += 1  # an LLM judge matched it
+        inferred = _inferred(can_infer, cell_text(row["prediction"]), choices)
+        if not all(inferred) and result.judge != EXACT_MATCHING:
+            unchecked += 1  # an LLM judge matched it (under one setting or both)
             continue
-        expected = int(inferred == cell_text(row["answer"]))
+        possible = {int(found == cell_text(row["answer"])) for found in inferred}
+        expected = possible.pop() if len(possible) == 1 else int(cell_text(row["hit"]))
         if int(cell_text(row["hit"])) != expected:
             raise ReportInputError(
                 f"{result.path}: row {number} (index {cell_text(row['index'])}): hit {cell_text(row['hit'])}, but "
