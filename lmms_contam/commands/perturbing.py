@@ -81,7 +81,9 @@ def _verify(args: argparse.Namespace) -> int:
         config = PerturbConfig.from_yaml(args.config)
         calibration = None
         if args.calibrate is not None:  # 0 is refused, not ignored
-            from lmms_contam.synthetic.calibration import calibrate, summary
+            from lmms_contam.synthetic.calibration import calibrate, check_count, summary
+
+            check_count(args.calibrate)  # before the set is opened
 
             measured = calibrate(
                 config, folder / "verify-work", args.calibrate, first_image_size(folder), args.max_failure_rate

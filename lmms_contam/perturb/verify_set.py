@@ -21,11 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import datasets
+import pyarrow as pa
 import pyarrow.parquet as pq
 from PIL import Image
 
 from lmms_contam import __version__
 from lmms_contam.atomic import atomic_path
+from lmms_contam.imaging import decoding_error
 from lmms_contam.items import Item
 from lmms_contam.llm import ChatClient, TooManyFailures, failure_problems
 from lmms_contam.perturb.config import PerturbConfig
@@ -53,10 +55,16 @@ def set_file(folder: Path) -> Path:
 def first_image_size(folder: str | Path) -> tuple[int, int]:
     """The size of the set's first counterfactual: what a judge calibrated for this set is shown."""
     source = set_file(Path(folder))
-    first = pq.ParquetFile(source).read_row_group(0, columns=["image"]).slice(0, 1).to_pylist()
+    try:
+        first = pq.ParquetFile(source).read_row_group(0, columns=["image"]).slice(0, 1).to_pylist()
+    except (pa.ArrowException, OSError) as exc:
+        raise PerturbedSetError(f"{source}: not a readable parquet set ({exc})") from exc
     if not first or not first[0]["image"] or not first[0]["image"].get("bytes"):
         raise PerturbedSetError(f"{source}: no image in its first row")
-    return Image.open(io.BytesIO(first[0]["image"]["bytes"])).size
+    try:
+        return Image.open(io.BytesIO(first[0]["image"]["bytes"])).size
+    except OSError as exc:  # PIL's UnidentifiedImageError among them
+        raise PerturbedSetError(f"{source}: row 0: unreadable image ({decoding_error(exc)})") from exc
 
 
 def _read(path: Path) -> tuple[datasets.Dataset, str]:

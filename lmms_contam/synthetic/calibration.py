@@ -65,11 +65,15 @@ class CalibrationItem:
         return image
 
 
+def check_count(count: int) -> None:
+    if not 2 <= count <= MAX_ITEMS:
+        raise ValueError(f"--calibrate takes 2 to {MAX_ITEMS:,} items (one good, one flawed at least), got {count:,}")
+
+
 def calibration_items(count: int, size: tuple[int, int] | None = None) -> list[CalibrationItem]:
     """`count` items, good and flawed in turn (the flaws' four kinds in turn), from clear scenes only: an
     ambiguous scene's good counterfactual reads as another option, which no judge can tell from a flaw."""
-    if not 2 <= count <= MAX_ITEMS:
-        raise ValueError(f"--calibrate takes 2 to {MAX_ITEMS:,} items (one good, one flawed at least), got {count:,}")
+    check_count(count)
     kinds = list(flaws.FLAW_SHARES)
     items: list[CalibrationItem] = []
     start = 0

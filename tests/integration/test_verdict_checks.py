@@ -243,21 +243,23 @@ def test_vlmevalkit_leaderboard_mode_refuses_a_run_of_another_version(fixture_se
 
 SPLITTERS = "\r", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"
 MISSING_TO_PANDAS = ("None", "NA", "nan", "N/A", "")
+CHANGED_IN_XLSX = ("=1+1", "_x0041_ box")  # a formula to xlsxwriter; an escape it does not make, read as "A box"
+LEFT_OUT = (*MISSING_TO_PANDAS, *CHANGED_IN_XLSX)
 
 
 def messy_set(rows: list[dict], path: Path) -> Path:
-    """Items 0-4 with an option pandas reads as missing; the others with a line-splitting character in the question
-    (a lone carriage return in item 5) and a quote and a tab in an option."""
+    """Items 0-4 with an option pandas reads as missing, 5-6 with one VLMEvalKit's xlsx result would change; the
+    others with a line-splitting character in the question and a quote and a tab in an option."""
     messy = []
     for number, row in enumerate(rows):
         options, question = list(row["options"]), row["question"]
-        if number < len(MISSING_TO_PANDAS):
+        if number < len(LEFT_OUT):
             wrong = next(
                 i for i, letter in enumerate("ABCD") if letter not in (row["original_answer"], row["new_answer"])
             )
-            options[wrong] = MISSING_TO_PANDAS[number]
+            options[wrong] = LEFT_OUT[number]
         else:
-            splitter = SPLITTERS[(number - len(MISSING_TO_PANDAS)) % len(SPLITTERS)]
+            splitter = SPLITTERS[(number - len(LEFT_OUT)) % len(SPLITTERS)]
             question = question.replace("Which object", f"Which{splitter}object")
             options[0] = f'{options[0]} "quoted"\tand tabbed'
         messy.append({**row, "options": options, "question": question})
@@ -269,8 +271,9 @@ def messy_set(rows: list[dict], path: Path) -> Path:
 def test_the_export_round_trips_every_text_through_vlmevalkit_or_leaves_the_item_out(fixture_sets, tmp_path,
                                                                                      monkeypatch, capsys):  # fmt: skip
     """Defects 5 and 6: an option pandas reads as missing vanished from VLMEvalKit's prompt, and a lone carriage
-    return split a row. Such items are left out by name; every other text reads back through VLMEvalKit's own
-    loader as written, and VLMEvalKit runs the export to a verdict on the items kept."""
+    return split a row. Such items, and those VLMEvalKit's xlsx result would not hold as asked, are left out by
+    name; every other text reads back through VLMEvalKit's own loader as written, and VLMEvalKit runs the
+    export to a verdict on the items kept."""
     from vlmeval.smp import load
 
     rows = datasets.load_dataset("parquet", data_files=str(fixture_sets["mmstar"]), split="train").to_list()
@@ -279,14 +282,16 @@ def test_the_export_round_trips_every_text_through_vlmevalkit_or_leaves_the_item
     code = main(["export", "vlmevalkit", "mmstar", "--lmudata", str(tmp_path / "LMUData")])
     printed = capsys.readouterr()
     assert code == 0, printed.err
-    assert all(f"left out {row['item_id']}: " in printed.out for row in rows[: len(MISSING_TO_PANDAS)]), printed.out
+    assert all(f"left out {row['item_id']}: " in printed.out for row in rows[: len(LEFT_OUT)]), printed.out
     manifest = json.loads((tmp_path / "LMUData" / "MMStar_contam.contam.json").read_text())
-    left_out = {row["item_id"] for row in rows[: len(MISSING_TO_PANDAS)]}
+    left_out = {row["item_id"] for row in rows[: len(LEFT_OUT)]}
     assert set(manifest["left_out"]) == left_out and manifest["items"] == len(rows) - len(left_out)
-    assert all("VLMEvalKit's reader reads it as missing" in why for why in manifest["left_out"].values())
+    why = [manifest["left_out"][row["item_id"]] for row in rows[: len(LEFT_OUT)]]
+    assert all("VLMEvalKit's reader reads it as missing" in w for w in why[: len(MISSING_TO_PANDAS)]), why
+    assert all("VLMEvalKit's xlsx result file holds it as" in w for w in why[len(MISSING_TO_PANDAS) :]), why
     read = load(str(tmp_path / "LMUData" / "MMStar_contam.tsv"))
     assert len(read) == 2 * (len(rows) - len(left_out)) and not read[list("ABCD")].isna().any().any()
-    kept = {row["item_id"]: row for row in rows[len(MISSING_TO_PANDAS) :]}
+    kept = {row["item_id"]: row for row in rows[len(LEFT_OUT) :]}
     messy = {row["item_id"]: row for row in datasets.load_dataset("parquet", data_files=str(tmp_path / "messy.parquet"),
                                                                     split="train").to_list()}  # fmt: skip
     for line in read.to_dict("records"):

@@ -92,9 +92,12 @@ def _read_json(path: Path) -> dict:
         raise ReportInputError(f"{path}: not valid JSON (truncated?): {exc}") from exc
     if not isinstance(results, dict):
         raise ReportInputError(f"{path}: an lmms-eval results file is a JSON object, not {_kind(results)}")
-    for section in ("config", "configs", "n-samples"):
+    for section in ("config", "configs", "n-samples", "results"):
         if not isinstance(results.get(section, {}), dict):
             raise ReportInputError(f"{path}: '{section}' is {_kind(results[section])}, expected an object")
+    for task, config in results.get("configs", {}).items():
+        if not isinstance(config, dict):
+            raise ReportInputError(f"{path}: 'configs' of {task} is {_kind(config)}, expected an object")
     return results
 
 
@@ -193,6 +196,8 @@ FUNCTION = re.compile(r"<function (?P<name>[\w.<>]+) at 0x[0-9a-f]+>")
 PROMPT_SETTINGS = ("doc_to_visual", "doc_to_text", "lmms_eval_specific_kwargs")
 TASK_SETTINGS = (*PROMPT_SETTINGS, "generation_kwargs")
 RUN_SETTINGS = ("model", "model_args", "gen_kwargs")
+CHAT_SETTINGS = ("system_instruction", "chat_template", "fewshot_as_multiturn")  # results.json's top level
+PROMPT_CHANGING = (*PROMPT_SETTINGS, *CHAT_SETTINGS)  # with these different, the prompts differ too
 
 
 def _aggregations(results: dict, task: str) -> dict[str, str]:
@@ -212,6 +217,7 @@ def _settings(results: dict, task: str) -> dict:
     values = {
         **{k: config.get(k) for k in TASK_SETTINGS},
         **{k: results.get("config", {}).get(k) for k in RUN_SETTINGS},
+        **{k: results.get(k) for k in CHAT_SETTINGS},
     }
     return {key: FUNCTION.sub(r"\g<name>", str(value)) for key, value in values.items()}
 
@@ -333,7 +339,7 @@ def _perturbation_entry(
     model: str, benchmark: str, candidates: list[_Source], pair_differing_settings: bool
 ) -> ModelBenchmark:
     entry = ModelBenchmark(model, benchmark)
-    prompts: dict[str, str] = {}  # item id -> the prompt its perturbed version was asked with
+    prompts: dict[tuple[str, str], str] = {}  # (item id, version) -> the prompt it was asked with
     selected = _select(model, benchmark, candidates)
     for source in selected:
         if source.kind == BUILTIN:
@@ -347,15 +353,35 @@ def _perturbation_entry(
             if item.variant in entry.items[item.item_id]:
                 raise ReportInputError(f"{source.samples}:{number}: repeats item {item.item_id} ({item.variant})")
             entry.items[item.item_id][item.variant] = item
-            prompts[item.item_id] = str(sample.get("input", ""))
+            prompts[item.item_id, item.variant] = str(sample.get("input", ""))
             read.append(item.as_logged())
         _check_logged_metrics(source, read)
         for variant in ("original", "perturbed") if source.kind == "contam" else (source.kind,):
             entry.sources[variant] = str(source.samples)
     if selected[-1].kind == BUILTIN:
         _add_originals_of_builtin_run(entry, selected[-1], selected[0], prompts, pair_differing_settings)
+    else:
+        _check_versions_agree(entry, prompts)
     entry.check_pairs()
     return entry
+
+
+def _check_versions_agree(entry: ModelBenchmark, prompts: dict[tuple[str, str], str]) -> None:
+    """Both versions of an item asked the same question with the same options, and the original was scored
+    against the gold the perturbed record names as the original's: *_original and *_perturbed runs of two
+    different sets are refused even where neither names a manifest."""
+    for item_id, versions in entry.items.items():
+        original, perturbed = versions.get(ORIGINAL), versions.get(PERTURBED)
+        if original is None or perturbed is None:
+            continue  # check_pairs names it
+        asked = prompts.get((item_id, ORIGINAL), ""), prompts.get((item_id, PERTURBED), "")
+        gold_differs = perturbed.original_gold and original.gold != perturbed.original_gold
+        if gold_differs or not same_text(*asked):
+            raise ReportInputError(
+                f"{entry.model}, {entry.benchmark}: item {item_id} is not the same item in {entry.sources[ORIGINAL]} "
+                f"and {entry.sources[PERTURBED]} (gold {original.gold!r} and {perturbed.original_gold!r}, asked "
+                f"{asked[0][:60]!r} and {asked[1][:60]!r}): runs of two different sets"
+            )
 
 
 @dataclass(frozen=True)
@@ -411,8 +437,14 @@ def _check_builtin_metrics(source: _Source, samples: list[dict]) -> str | None:
         if function not in bound.builtin_aggregations or theirs is None:
             unchecked.append(f"{metric} ({function})")
             continue
-        with contextlib.redirect_stdout(io.StringIO()):  # some built-in aggregations print their tables
-            ours = float(getattr(module, function)([sample[metric] for sample in samples if metric in sample]))
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):  # some built-in aggregations print their tables
+                ours = float(getattr(module, function)([sample[metric] for sample in samples if metric in sample]))
+        except (ArithmeticError, KeyError, TypeError, ValueError) as exc:
+            raise ReportInputError(
+                f"{source.samples}: lmms-eval's own {function} fails on its samples ({type(exc).__name__}: {exc}): "
+                f"they are not {source.results_file.name}'s run (lines missing or replaced?)"
+            ) from exc
         if not math.isclose(ours, theirs, rel_tol=1e-6, abs_tol=1e-9):
             raise ReportInputError(
                 f"{source.samples}: its samples give {metric} = {ours:.6g}, but {source.results_file} logged "
@@ -443,7 +475,7 @@ def _add_originals_of_builtin_run(
             "memorisation; rerun one with the other's settings, or pass --pair-differing-settings to pair them "
             "anyway (the verdict then says so)"
         )
-    prompts_differ = any(key in PROMPT_SETTINGS for key in differing)
+    prompts_differ = any(key in PROMPT_CHANGING for key in differing)
     originals, unchecked = _builtin_samples(source)
     for item_id, versions in entry.items.items():
         perturbed = versions[PERTURBED]
@@ -453,7 +485,7 @@ def _add_originals_of_builtin_run(
                 f"{source.samples}: no item {perturbed.original_id} of {entry.benchmark}, which "
                 f"the perturbed run scored ({item_id}); pair runs of the same split"
             )
-        what = _mismatch(perturbed, found, prompts.get(item_id, ""), check_prompt=not prompts_differ)
+        what = _mismatch(perturbed, found, prompts.get((item_id, PERTURBED), ""), check_prompt=not prompts_differ)
         if what:
             raise ReportInputError(
                 f"{entry.model}, {entry.benchmark}: item {perturbed.original_id} is not the same item in "

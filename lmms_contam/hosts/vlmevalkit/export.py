@@ -32,6 +32,7 @@ from lmms_contam.detectors.circular import CIRCULAR
 from lmms_contam.detectors.options import question_stem
 from lmms_contam.detectors.registry import DETECTORS
 from lmms_contam.hosts.vlmevalkit.bindings import VLMEvalKitBinding, binding, dataset_name
+from lmms_contam.hosts.vlmevalkit.result_files import read_table
 from lmms_contam.hosts.vlmevalkit.row_content import OPTION_COLUMN, cell_text, content_index, is_content
 from lmms_contam.letters import option_letters
 from lmms_contam.records import CONTAM, ORIGINAL, PERTURBED
@@ -129,12 +130,19 @@ def _content_read_back(table: pd.DataFrame, tsv: Path) -> pd.DataFrame:
     return _content(read.reindex(columns=table.columns))
 
 
-def _probed(table: pd.DataFrame) -> pd.DataFrame:
-    """The content columns as VLMEvalKit would read them, from a TSV of those columns alone."""
+def _probed(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """The content columns as VLMEvalKit would read them from the TSV, and as its xlsx result file would hold
+    those (it writes them with xlsxwriter, which turns a text opening with `=` into a formula, leaves a literal
+    `_x0041_` unescaped and cuts texts over 32,767 characters); None where xlsxwriter is not installed."""
     with tempfile.TemporaryDirectory(prefix="lmms-contam-export-") as folder:
         probe = Path(folder) / "probe.tsv"
         _write_tsv(_content(table), probe)
-        return _content_read_back(table, probe)
+        read = _content_read_back(table, probe)
+        try:
+            read.to_excel(probe.with_suffix(".xlsx"), index=False, engine="xlsxwriter")
+        except ImportError:
+            return read, None
+        return read, read_table(probe.with_suffix(".xlsx")).reindex(columns=read.columns)
 
 
 def _differences(table: pd.DataFrame, read: pd.DataFrame) -> dict[str, pd.Series]:
@@ -149,9 +157,9 @@ def _differences(table: pd.DataFrame, read: pd.DataFrame) -> dict[str, pd.Series
     return differing
 
 
-def _unreadable_items(table: pd.DataFrame, read: pd.DataFrame) -> dict[str, str]:
-    """Items a field of which VLMEvalKit would not read as written, with why: the prompt it builds would lack or
-    change that field."""
+def _unreadable_items(table: pd.DataFrame, read: pd.DataFrame, by: str) -> dict[str, str]:
+    """Items a field of which VLMEvalKit would not read or keep as written, with why (`by`: what changes it):
+    the prompt it builds would lack or change that field, or its result file would not say what was asked."""
     why: dict[str, str] = {}
     for column, differs in _differences(table, read).items():
         for row in differs.to_numpy().nonzero()[0]:
@@ -159,7 +167,7 @@ def _unreadable_items(table: pd.DataFrame, read: pd.DataFrame) -> dict[str, str]
             seen = "as missing" if pd.isna(seen) else f"as {cell_text(seen)!r}"
             why.setdefault(
                 str(table["contam_item_id"].iat[row]),
-                f"{column} {table[column].iat[row]!r}: VLMEvalKit's reader reads it {seen}",
+                f"{column} {table[column].iat[row]!r}: {by} {seen}",
             )
     return why
 
@@ -192,7 +200,10 @@ def export_set(benchmark: str, family: str = CONTAM, lmudata: str | Path | None 
     if table["answer"].isna().any() or (table["answer"] == "").any():
         raise PerturbedSetError(f"{location.value}: a version without a gold letter")
     tsv = folder / f"{name}.tsv"
-    left_out = _unreadable_items(table, _probed(table))
+    read, kept = _probed(table)
+    left_out = _unreadable_items(table, read, "VLMEvalKit's reader reads it")
+    if kept is not None:
+        left_out = _unreadable_items(read, kept, "VLMEvalKit's xlsx result file holds it") | left_out
     table = table[~table["contam_item_id"].isin(left_out)].reset_index(drop=True)
     if table.empty:
         raise PerturbedSetError(f"{location.value}: no item VLMEvalKit would read as written ({_listed(left_out)})")

@@ -132,11 +132,16 @@ def _perturbation_entry(results: list[ResultFile]) -> ModelBenchmark:
         notes=tuple(note for _, notes in matchings for note in notes),
     )
     asked: dict[str, dict] = {}  # item id -> its perturbed row: what a built-in run's original must match
+    originals: tuple[ResultFile, dict[str, dict]] | None = None  # the original export's run, when apart
     for result in sorted(results, key=lambda r: r.family == BUILTIN):  # a built-in run pairs with the items read
         if result.family == BUILTIN:
             _add_originals_of_own_run(entry, result, asked)
             continue
-        asked |= {cell_text(r["contam_item_id"]): r for r in result.table.to_dict("records")}
+        rows = {cell_text(r["contam_item_id"]): r for r in result.table.to_dict("records")}
+        if result.family == ORIGINAL:
+            originals = (result, rows)
+        else:
+            asked |= rows
         for item in _items(result):
             if item.variant not in VARIANTS or (result.family != CONTAM and item.variant != result.family):
                 raise ReportInputError(f"{result.path}: a {item.variant} row in the {result.family} export")
@@ -145,8 +150,25 @@ def _perturbation_entry(results: list[ResultFile]) -> ModelBenchmark:
             entry.items[item.item_id][item.variant] = item
         for variant in VARIANTS if result.family == CONTAM else (result.family,):
             entry.sources[variant] = str(result.path)
+    if originals is not None:
+        _check_same_items(entry, *originals, asked)
     entry.check_pairs()
     return entry
+
+
+def _check_same_items(
+    entry: ModelBenchmark, original: ResultFile, rows: dict[str, dict], asked: dict[str, dict]
+) -> None:
+    """Runs of the original and perturbed exports apart: each item's two rows ask the same question with the
+    same options, and the original's gold is the one the perturbed row names (runs of two different sets are
+    refused even where neither names a manifest)."""
+    for item_id, row in rows.items():
+        what = _mismatch(row, asked[item_id]) if item_id in asked else ""
+        if what:
+            raise ReportInputError(
+                f"{entry.model}, {entry.benchmark}: item {item_id} is not the same item in {original.path} and "
+                f"{entry.sources[PERTURBED]} ({what}): runs of exports of two different sets"
+            )
 
 
 def _options(row: dict) -> list[str]:

@@ -123,6 +123,7 @@ def _checked_content(path: Path, table: pd.DataFrame) -> None:
                 f"{path}: row {number} (index {cell_text(row['index'])}, item {cell_text(row['contam_item_id'])}): "
                 "its question, options, answer or image are not those its index was exported with: its "
                 "prediction and hit belong to another export (VLMEvalKit's --reuse of a run of an earlier export, "
+                "a result file edited, "
                 "or an export by an earlier lmms-contam, whose rows were numbered 0..N-1); export again and rerun "
                 "without --reuse"
             )
@@ -190,8 +191,15 @@ def _own_dataset_result(path: Path, table: pd.DataFrame) -> ResultFile | None:
         known = json.loads(status.read_text()) if status else {}
     except json.JSONDecodeError as exc:
         raise ReportInputError(f"{status}: not valid JSON ({exc})") from exc
+    datasets = known.get("datasets") if isinstance(known, dict) else None
+    if (
+        not isinstance(known, dict)
+        or not isinstance(datasets or {}, dict | list)
+        or not all(isinstance(name, str) for name in datasets or {})
+    ):
+        raise ReportInputError(f"{status}: not VLMEvalKit's status record (an object naming its model and datasets)")
     model = str(known.get("model_name", ""))
-    for dataset in known.get("datasets") or {}:
+    for dataset in datasets or {}:
         own = OWN_DATASETS.get(dataset) or OWN_CIRCULAR.get(dataset)
         if own and path.name.startswith(f"{model}_{dataset}_"):
             if is_vanilla_extra(path):
