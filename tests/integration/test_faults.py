@@ -790,6 +790,10 @@ REPORT_REFUSED = [
           "_results.json: an lmms-eval results file is a JSON object, not a list"),
     Fault("configs that is not a mapping", _edit_results(lambda r: r.update(configs=["mmstar_contam"])),
           "_results.json: 'configs' is a list, expected an object"),
+    Fault("a task's config that is a string", _edit_results(lambda r: r["configs"].update(mmstar_contam="x")),
+          "_results.json: 'configs' of mmstar_contam is a string, expected an object"),
+    Fault("results that is a list", _edit_results(lambda r: r.update(results=[])),
+          "_results.json: 'results' is a list, expected an object"),
     Fault("samples of another run", _answered_right("mmstar_contam", "perturbed"),
           f"{SAMPLES}: its samples give acc_perturbed = 1, but "),
     Fault("detector samples of another run", _answered_right("mmstar_option_shuffle", "shuffled"),
@@ -871,6 +875,10 @@ def test_report_refuses_an_output_that_is_one_of_its_inputs(harness_run, tmp_pat
         code, err = run_cli(capsys, "report", root, flag, target, "--json" if flag != "--json" else "--markdown",
                             tmp_path / "other")  # fmt: skip
         assert code == 2 and f"{flag} {target}: is a file of the runs the report reads" in err, err
+    code, err = run_cli(capsys, "report", samples, "--json", results)  # a file named alone brings its run's
+    assert code == 2 and f"--json {results}: is a file of the runs the report reads" in err, err
+    code, err = run_cli(capsys, "report", root, "--markdown", tmp_path / "r", "--json", tmp_path / "x" / ".." / "r")
+    assert code == 2 and "is --markdown's file too" in err, err
     assert {path: path.read_bytes() for path in before} == before and not (tmp_path / "other").exists()
 
 

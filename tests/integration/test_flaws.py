@@ -7,6 +7,7 @@ import json
 from dataclasses import replace
 from io import BytesIO
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
@@ -204,3 +205,19 @@ def test_verify_calibrate_that_measured_nothing_fails_and_writes_no_rate(tmp_pat
             assert main(["verify", str(folder), "--config", str(config), "--calibrate", count]) == 2
             assert "--calibrate takes 2 to 10,000 items" in capsys.readouterr().err
         assert len(calls) == asked  # refused before any call
+
+
+def test_verify_calibrate_refuses_a_set_whose_first_image_does_not_read(tmp_path, capsys):
+    """The image size a calibration is drawn at comes from the set's first counterfactual: an undecodable one
+    ended in a traceback before the set was checked."""
+    folder = tmp_path / "set"
+    data = flaw_study.flawed_set(folder, 8, 0.4)
+    table = pq.read_table(data)
+    images = table.column("image").to_pylist()
+    images[0] = {"bytes": b"not an image", "path": None}
+    pq.write_table(table.set_column(table.schema.get_field_index("image"), "image",
+                                    pa.array(images, table.schema.field("image").type)), data)  # fmt: skip
+    capsys.readouterr()
+    assert main(["verify", str(folder), "--calibrate", "4"]) == 2
+    err = capsys.readouterr().err
+    assert f"{data}: row 0: unreadable image" in err and "Traceback" not in err, err

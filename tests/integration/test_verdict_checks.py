@@ -132,9 +132,9 @@ def another_version(rows: list[dict]) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def leaderboard_runs(fixture_sets, tmp_path_factory) -> dict[str, Path]:
-    """Three real lmms-eval runs: the model `random` on mmstar's own task (on the set's originals and on another
+    """Four real lmms-eval runs: the model `random` on mmstar's own task (on the set's originals and on another
     version of the benchmark) and mmstar_perturbed; the model `wrong` on mmstar's own task; `random` again on it
-    with another token limit. Each returned folder is one run."""
+    with another token limit, and with a system instruction. Each returned folder is one run."""
     rows = datasets.load_dataset("parquet", data_files=str(fixture_sets["mmstar"]), split="train").to_list()
     folder = tmp_path_factory.mktemp("leaderboard")
     include = folder / "include"
@@ -150,6 +150,7 @@ def leaderboard_runs(fixture_sets, tmp_path_factory) -> dict[str, Path]:
             ("random", "random", "mmstar_leaderboard,mmstar_other_version,mmstar_perturbed", []),
             ("wrong", "wrong", "mmstar_leaderboard", []),
             ("other_settings", "random", "mmstar_leaderboard", ["--gen_kwargs", "max_new_tokens=7"]),
+            ("system", "random", "mmstar_leaderboard", ["--system_instruction", "Answer briefly."]),
         ):
             args = ["--model", "openai", "--model_args", f"model_version={policy},base_url={server.base_url},"
                     "api_key=none", "--include_path", str(include), "--tasks", tasks, *extra]  # fmt: skip
@@ -192,14 +193,17 @@ def test_leaderboard_mode_refuses_a_built_in_samples_file_of_another_run(leaderb
     assert code == 2 and "its samples give" in err and "the samples file is not this run's" in err, err
 
 
-def test_leaderboard_mode_refuses_runs_made_with_other_settings_unless_asked(leaderboard_runs, capsys, tmp_path):
-    """Defect 15: a built-in run at another token limit was paired with a note only."""
+@pytest.mark.parametrize(("run", "setting"), [("other_settings", "gen_kwargs"), ("system", "system_instruction")])
+def test_leaderboard_mode_refuses_runs_made_with_other_settings_unless_asked(leaderboard_runs, capsys, tmp_path, run,
+                                                                             setting):  # fmt: skip
+    """Defect 15: a built-in run at another token limit was paired with a note only; one with a system
+    instruction was refused as another version of the benchmark (its prompts differ), even when asked to pair."""
     folder = leaderboard_folder(leaderboard_runs, tmp_path / "lb")
     for samples in folder.rglob("*_samples_mmstar_leaderboard.jsonl"):
         samples.unlink()
-    shutil.copytree(leaderboard_runs["other_settings"], folder / "other")
+    shutil.copytree(leaderboard_runs[run], folder / "other")
     code, err = run_cli(capsys, "report", folder)
-    assert code == 2 and "gen_kwargs" in err and "--pair-differing-settings" in err, err
+    assert code == 2 and "differ in " in err and setting in err and "--pair-differing-settings" in err, err
     code, err = run_cli(capsys, "report", folder, "--pair-differing-settings", "--json", tmp_path / "r.json")
     assert code == 0, err
     (result,) = json.loads((tmp_path / "r.json").read_text())["results"]
@@ -314,3 +318,64 @@ def test_export_refuses_an_lmudata_that_cannot_be_a_folder_in_one_line(with_sets
         assert code == 2 and f"--lmudata {lmudata}: cannot be VLMEvalKit's data folder" in err, err
         assert "Traceback" not in err and err.count("\n") == 1
     assert (tmp_path / "a-file").read_text() == ""
+
+
+def test_leaderboard_mode_refuses_a_built_in_run_its_own_aggregation_fails_on(leaderboard_runs, capsys, tmp_path):
+    """A built-in samples file missing lines, with no count to compare (`n-samples` removed), made lmms-eval's own
+    MMStar aggregation divide by zero in a traceback: refused in one line."""
+    folder = leaderboard_folder(leaderboard_runs, tmp_path / "lb")
+    (samples,) = folder.rglob("*_samples_mmstar_leaderboard.jsonl")
+    lines = samples.read_text().splitlines()
+    strata = [json.loads(line)["average"]["l2_category"] for line in lines]
+    samples.write_text("".join(f"{line}\n" for line, stratum in zip(lines, strata, strict=True)
+                               if stratum != strata[-1]))  # fmt: skip
+    for results in folder.rglob("*_results.json"):
+        run = json.loads(results.read_text())
+        run.pop("n-samples")
+        results.write_text(json.dumps(run))
+    code, err = run_cli(capsys, "report", folder)
+    assert code == 2 and "lmms-eval's own mmstar_aggregate_results fails on its samples" in err, err
+    assert "Traceback" not in err
+
+
+def test_vlmevalkit_original_and_perturbed_exports_of_two_sets_are_refused(fixture_sets, tmp_path, monkeypatch,
+                                                                          capsys):  # fmt: skip
+    """The original export of one set and the perturbed export of another (neither with a manifest, no set
+    here) were paired with exit 0: each item's two rows must ask the same, the original's gold the one the
+    perturbed row names."""
+    rows = datasets.load_dataset("parquet", data_files=str(fixture_sets["mmstar"]), split="train").to_list()
+    sets = {"original": tmp_path / "one.parquet", "perturbed": tmp_path / "two.parquet"}
+    write_parquet(rows, "mmstar", sets["original"])
+    changed = [{**row, "original_answer": other["original_answer"], "new_answer": other["new_answer"]}
+               for row, other in zip(rows, rows[1:] + rows[:1], strict=True)]  # fmt: skip
+    write_parquet(changed, "mmstar", sets["perturbed"])
+    lmudata, shown = tmp_path / "LMUData", []
+    for family, path in sets.items():
+        monkeypatch.setenv("LMMS_CONTAM_DATASET_MMSTAR", str(path))
+        assert run_cli(capsys, "export", "vlmevalkit", "mmstar", "--family", family, "--lmudata", lmudata)[0] == 0
+        table = pd.read_csv(lmudata / f"MMStar_contam_{family}.tsv", sep="\t", dtype=str, keep_default_na=False)
+        shown += shown_in_export(table, defaultdict(str))
+    with LoopbackServer(ScriptedVLM(shown)) as server:
+        command = [sys.executable, "-m", "vlmeval", "--data", "MMStar_contam_original", "MMStar_contam_perturbed",
+                   "--model", "oracle", "--base-url", server.base_url, "--judge", "exact_matching", "--work-dir",
+                   str(tmp_path / "work"), "--retry", "1"]  # fmt: skip
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600,
+                              env={**os.environ, "LMUData": str(lmudata)})  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    monkeypatch.delenv("LMMS_CONTAM_DATASET_MMSTAR")
+    code, err = run_cli(capsys, "report", tmp_path / "work", "--json", tmp_path / "r.json")
+    assert code == 2 and "runs of exports of two different sets" in err, err
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_a_damaged_vlmevalkit_status_record_is_refused_in_one_line(fixture_sets, tmp_path, monkeypatch, capsys):
+    """status.json (which says whose and which datasets a work dir's results are) as a list, or naming datasets
+    as a number, ended in a traceback."""
+    (tmp_path / "work" / "oracle").mkdir(parents=True)
+    result = tmp_path / "work" / "oracle" / "oracle_MMStar_exact_matching_result.xlsx"
+    pd.DataFrame({"index": [1], "question": ["q"], "A": ["a"], "B": ["b"], "answer": ["A"], "prediction": ["A"],
+                  "hit": [1]}).to_excel(result, index=False)  # fmt: skip
+    for damaged in ([], {"model_name": "oracle", "datasets": 3}, {"model_name": "oracle", "datasets": [{}]}):
+        (tmp_path / "work" / "oracle" / "status.json").write_text(json.dumps(damaged))
+        code, err = run_cli(capsys, "report", tmp_path / "work")
+        assert code == 2 and "status.json: not VLMEvalKit's status record" in err and "Traceback" not in err, err

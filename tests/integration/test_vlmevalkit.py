@@ -24,9 +24,12 @@ from lmms_contam.cli import main
 from lmms_contam.detectors.options import gold_letter, rotations
 from lmms_contam.hosts.vlmevalkit.bindings import CIRCULAR_NAMES, EXPORTABLE, REFUSED, dataset_name
 from lmms_contam.hosts.vlmevalkit.export import families
+from lmms_contam.hosts.vlmevalkit.hits import rechecked
 from lmms_contam.hosts.vlmevalkit.prompt import INSTRUCTION, mcq_prompt
+from lmms_contam.hosts.vlmevalkit.result_files import ResultFile
 from lmms_contam.hosts.vlmevalkit.row_content import content_index
 from lmms_contam.registry.specs import PERTURBABLE, SPECS
+from lmms_contam.report.inputs import ReportInputError
 from lmms_contam.schema import manifest_beside
 
 DATASETS = ("MMStar_contam", "MMStar_contam_option_shuffle", "MMStar_contam_text_only")
@@ -410,3 +413,25 @@ def test_the_report_reads_vlmevalkits_own_circular_eval_of_mmbench(exported, tmp
     assert code == 2 and "no runs of lmms-contam's tasks" in err and "Traceback" not in err, err
     told = [w for w in warnings if "PRINT_VANILLA=1 python -m vlmeval --data MMBench_DEV_EN" in w]
     assert len(told) == len(models), warnings
+
+
+@pytest.mark.parametrize("verbose", [None, "1", "0"])
+def test_hits_are_rechecked_whatever_vlmevalkits_verbose_setting(verbose, tmp_path, monkeypatch):
+    """VLMEvalKit's rule matching reads $VERBOSE (set, it will not read "A" among many words as a letter): a run's
+    hits, made with it set or not, are accepted under either setting of the report's; a hit no setting gives
+    is refused."""
+    if verbose is None:
+        monkeypatch.delenv("VERBOSE", raising=False)
+    else:
+        monkeypatch.setenv("VERBOSE", verbose)
+    rows = {"index": [1, 2], "A": ["cat", "cat"], "B": ["dog", "dog"], "answer": ["A", "A"],
+            "prediction": ["It is then A here", "B"]}  # fmt: skip
+    for hit in (1, 0):  # the first reply read as A (VERBOSE unset in the run), or as no letter (set)
+        table = pd.DataFrame({**rows, "hit": [hit, 0]})
+        result = ResultFile(tmp_path / "r_result.xlsx", "m", "MMStar_contam", "exact_matching", "mmstar", "contam",
+                            table)  # fmt: skip
+        assert rechecked(result) is None
+    table = pd.DataFrame({**rows, "hit": [1, 1]})
+    with pytest.raises(ReportInputError, match="row 3 .*hit 1, but VLMEvalKit's own matching of the reply 'B'"):
+        rechecked(ResultFile(tmp_path / "r_result.xlsx", "m", "MMStar_contam", "exact_matching", "mmstar", "contam",
+                             table))  # fmt: skip
