@@ -379,3 +379,31 @@ def test_a_damaged_vlmevalkit_status_record_is_refused_in_one_line(fixture_sets,
         (tmp_path / "work" / "oracle" / "status.json").write_text(json.dumps(damaged))
         code, err = run_cli(capsys, "report", tmp_path / "work")
         assert code == 2 and "status.json: not VLMEvalKit's status record" in err and "Traceback" not in err, err
+
+
+def test_leaderboard_mode_scores_each_built_in_reply_again(leaderboard_runs, with_sets, capsys, tmp_path):
+    """A built-in run whose per-item scores were edited apart from its replies, and its figures edited to match
+    (so every logged figure agrees with its samples), gave a verdict with exit 0: each reply is scored again by
+    lmms-eval's own scoring on the set's original item."""
+    from lmms_eval.tasks.mmstar.utils import mmstar_aggregate_results
+
+    assert reported(capsys, leaderboard_folder(leaderboard_runs, tmp_path / "ok"), tmp_path / "ok.json")["n_pairs"]
+    folder = leaderboard_folder(leaderboard_runs, tmp_path / "lb")
+    (samples,) = folder.rglob("*_samples_mmstar_leaderboard.jsonl")
+    edited = [json.loads(line) for line in samples.read_text().splitlines()]
+    for sample in edited:
+        for value in sample.values():
+            if isinstance(value, dict) and "score" in value:
+                value["score"] = 0.0
+    samples.write_text("".join(json.dumps(sample) + "\n" for sample in edited))
+    (results,) = folder.rglob("*_results.json")
+    run = json.loads(results.read_text())
+    for key in list(run["results"]["mmstar_leaderboard"]):
+        metric = key.split(",")[0]
+        if not metric.endswith("_stderr") and key.endswith(",none") and any(metric in s for s in edited):
+            run["results"]["mmstar_leaderboard"][key] = mmstar_aggregate_results(
+                [s[metric] for s in edited if metric in s]
+            )
+    results.write_text(json.dumps(run))
+    code, err = run_cli(capsys, "report", folder)
+    assert code == 2 and "scored 0, but lmms-eval's own scoring of its reply" in err, err

@@ -20,10 +20,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
+import datasets
 from tqdm.auto import tqdm
 
 from lmms_contam.detectors.registry import DETECTORS
-from lmms_contam.hosts.lmms_eval.bindings import BINDINGS, binding
+from lmms_contam.hosts.lmms_eval.bindings import BINDINGS, binding, builtin_task
 from lmms_contam.hosts.lmms_eval.scoring import AGGREGATIONS, task_metrics
 from lmms_contam.records import ORIGINAL, PERTURBED, ContamRecord, checked
 from lmms_contam.registry.specs import PERTURBABLE, SCANNABLE, WITH_DETECTORS
@@ -36,6 +37,8 @@ from lmms_contam.report.inputs import (
     ScoredItem,
     same_text,
 )
+from lmms_contam.schema import IMAGE_COLUMNS, PerturbedSetError
+from lmms_contam.set_locations import load_perturbed_set
 
 TASK_VERSION = 1.0
 KNOWN_TASK = re.compile(rf"^({'|'.join(PERTURBABLE)})_(contam|original|perturbed)$")
@@ -496,6 +499,7 @@ def _add_originals_of_builtin_run(
             perturbed, variant=ORIGINAL, correct=found.correct, gold=found.gold, response=found.response
         )
     entry.sources[ORIGINAL] = str(source.samples)
+    unrescored = _rescore(entry, source, originals)
     notes = [
         f"leaderboard mode: the originals from {source.samples.name} (lmms-eval's own task), "
         f"{len(entry.items)} of its {len(originals)} items, each matched by its question, options and gold"
@@ -506,7 +510,35 @@ def _add_originals_of_builtin_run(
             f"PAIRED DESPITE DIFFERING SETTINGS (--pair-differing-settings): the built-in run and the perturbed run "
             f"differ in {', '.join(differing)}: the delta may come from that, not only from memorisation"
         )
-    entry.notes = (*entry.notes, *notes, *([unchecked] if unchecked else []))
+    entry.notes = (*entry.notes, *notes, *(note for note in (unchecked, unrescored) if note))
+
+
+def _rescore(entry: ModelBenchmark, source: _Source, originals: dict[str, _BuiltinSample]) -> str | None:
+    """Each built-in sample's correctness scored again from its reply by the built-in's own process_results, on
+    the set's original of the item as the built-in's document: a score edited apart from its reply is refused.
+    Returns why it could not be done (no set here; a scorer that draws a letter for a reply naming none)."""
+    bound = binding(entry.benchmark)
+    if bound.scorer.draws:
+        return f"the built-in run's scores are its own, unchecked ({entry.benchmark}'s scorer draws for some replies)"
+    try:
+        rows = load_perturbed_set(entry.benchmark, fetch=False)
+    except (PerturbedSetError, OSError):
+        return "the built-in run's scores are its own, unchecked (no set here to rebuild its documents from)"
+    for column in IMAGE_COLUMNS:
+        rows = rows.cast_column(column, datasets.Image(decode=False))  # scoring reads no image
+    task = builtin_task(entry.benchmark)
+    for row in rows:
+        found = originals.get(row["original_id"])
+        if found is None or row["item_id"] not in entry.items:
+            continue
+        doc = task.doc(row, variant=ORIGINAL, gold=row["original_answer"], image=None)
+        if bound.scorer.score(doc, [found.response])[1] != found.correct:
+            raise ReportInputError(
+                f"{source.samples}:{found.line}: item {row['original_id']} scored {found.correct}, but lmms-eval's "
+                f"own scoring of its reply {found.response[:60]!r} gives {1 - found.correct}: the score is not this "
+                "reply's (edited, or copied from another run)"
+            )
+    return None
 
 
 def _mismatch(perturbed: ScoredItem, found: _BuiltinSample, prompt: str, check_prompt: bool) -> str:
