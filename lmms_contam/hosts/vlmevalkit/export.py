@@ -172,6 +172,19 @@ def _unreadable_items(table: pd.DataFrame, read: pd.DataFrame, by: str) -> dict[
     return why
 
 
+def _kept_rows(table: pd.DataFrame, source: str) -> tuple[pd.DataFrame, dict[str, str]]:
+    """The rows of the items VLMEvalKit would read, and keep in its result file, as written; the others' ids
+    with why they were left out."""
+    read, kept = _probed(table)
+    left_out = _unreadable_items(table, read, "VLMEvalKit's reader reads it")
+    if kept is not None:
+        left_out = _unreadable_items(read, kept, "VLMEvalKit's xlsx result file holds it") | left_out
+    table = table[~table["contam_item_id"].isin(left_out)].reset_index(drop=True)
+    if table.empty:
+        raise PerturbedSetError(f"{source}: no item VLMEvalKit would read as written ({_listed(left_out)})")
+    return table, left_out
+
+
 def export_set(benchmark: str, family: str = CONTAM, lmudata: str | Path | None = None) -> Exported:
     """Write `<lmudata>/<dataset>.tsv` and its manifest from the set the tasks resolve (its verified subset
     when there is one); the dataset name says the benchmark and the family. Items that VLMEvalKit's reader
@@ -199,18 +212,12 @@ def export_set(benchmark: str, family: str = CONTAM, lmudata: str | Path | None 
     table = pd.DataFrame(lines)
     if table["answer"].isna().any() or (table["answer"] == "").any():
         raise PerturbedSetError(f"{location.value}: a version without a gold letter")
-    tsv = folder / f"{name}.tsv"
-    read, kept = _probed(table)
-    left_out = _unreadable_items(table, read, "VLMEvalKit's reader reads it")
-    if kept is not None:
-        left_out = _unreadable_items(read, kept, "VLMEvalKit's xlsx result file holds it") | left_out
-    table = table[~table["contam_item_id"].isin(left_out)].reset_index(drop=True)
-    if table.empty:
-        raise PerturbedSetError(f"{location.value}: no item VLMEvalKit would read as written ({_listed(left_out)})")
+    table, left_out = _kept_rows(table, location.value)
     table["contam_dataset"], table["contam_family"], table["contam_rows"] = name, family, len(table)
     table.insert(0, "index", [content_index(row) for row in table.to_dict("records")])
     if table["index"].duplicated().any():
         raise PerturbedSetError(f"{location.value}: two rows ask the same (a repeated item id?)")
+    tsv = folder / f"{name}.tsv"
     with atomic_path(tsv) as tmp:
         _write_tsv(table, tmp)
         if any(differs.any() for differs in _differences(table, _content_read_back(table, tmp)).values()):

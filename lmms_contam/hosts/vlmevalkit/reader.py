@@ -222,8 +222,9 @@ def _add_originals_of_own_run(entry: ModelBenchmark, result: ResultFile, asked: 
     )
 
 
-def load(paths: Iterable[str | Path]) -> Loaded:
-    """Every model's scored items per benchmark, and its detector runs, from the result files of exports."""
+def _runs(paths: Iterable[str | Path]) -> tuple[dict[tuple[str, str, str], ResultFile], list[str]]:
+    """One result file per (model, benchmark, family) under `paths`, and the result files of other datasets,
+    each named with why it is not read."""
     by_run: dict[tuple[str, str, str], list[ResultFile]] = defaultdict(list)
     ignored = []
     for path in result_files([Path(p) for p in paths]):
@@ -236,9 +237,15 @@ def load(paths: Iterable[str | Path]) -> Loaded:
         if len(found) > 1:
             files = ", ".join(str(r.path) for r in found)
             raise ReportInputError(f"{model}: {len(found)} runs of {found[0].dataset} ({files}); pass one")
+    return {key: found for key, (found,) in by_run.items()}, ignored
+
+
+def load(paths: Iterable[str | Path]) -> Loaded:
+    """Every model's scored items per benchmark, and its detector runs, from the result files of exports."""
+    by_run, ignored = _runs(paths)
     benchmarks, detectors = [], []
     pairs: dict[tuple[str, str], list[ResultFile]] = defaultdict(list)
-    for (model, benchmark, family), (result,) in sorted(by_run.items()):
+    for (model, benchmark, family), result in sorted(by_run.items()):
         if family in DETECTORS:
             rechecked(result)
             detectors.append(
