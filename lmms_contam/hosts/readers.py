@@ -39,7 +39,8 @@ def _harness_written(path: Path) -> bool:
 def read_files(paths: Iterable[str | Path]) -> set[Path]:
     """Every file of the runs under `paths` (resolved): what no output of the report may replace. A file named
     alone brings its folder's and the folder above's (where lmms-eval keeps its results beside the samples and
-    VLMEvalKit its status.json)."""
+    VLMEvalKit its status.json), and every VLMEvalKit result the status.json it is read with, up to two
+    folders above it."""
     found = set()
     for path in map(Path, paths):
         folders = [path] if path.is_dir() else [path.parent, path.parent.parent]
@@ -47,7 +48,13 @@ def read_files(paths: Iterable[str | Path]) -> set[Path]:
         for folder in folders:
             candidates = folder.rglob("*") if folder == path else folder.iterdir()
             found |= {p.resolve() for p in candidates if p.is_file() and _harness_written(p)}
-    return found
+    statuses = {
+        (folder / "status.json").resolve()
+        for result in found
+        if vlmevalkit_files.is_result_file(result)
+        for folder in (result.parent, result.parent.parent)
+    }
+    return found | statuses
 
 
 def read_runs(paths: Iterable[str | Path], pair_differing_settings: bool = False) -> Loaded:

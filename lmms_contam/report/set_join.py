@@ -3,8 +3,8 @@ against must be the one the set gives that version. A record of an item the set 
 another gold (a run of another set under the same manifest, a samples file or result rows edited), is refused.
 
 A harness's own run of a benchmark in leaderboard mode is matched to the perturbed records by content when it
-is paired (hosts/), and so to the set. Where no set resolves here, or one with another manifest than the
-records name (the report refuses that one), nothing is joined: the report's sentence on the set says so.
+is paired (hosts/), and so to the set. A record naming another set's manifest than the one here is refused;
+where no set resolves here, nothing is joined, and the report's sentence on the set says so.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from lmms_contam.records import CONTAM, ContamRecord
 from lmms_contam.report.inputs import Loaded, ReportInputError
 from lmms_contam.schema import PerturbedSetError
-from lmms_contam.set_locations import load_perturbed_set, manifest_sha256, resolve
+from lmms_contam.set_locations import env_var, load_perturbed_set, manifest_sha256, resolve
 from lmms_contam.versions import item_versions
 
 TEXT_COLUMNS = ("item_id", "original_id", "options", "original_answer", "new_answer")
@@ -69,13 +69,22 @@ def join(benchmark: str, scored: Iterable[tuple[str, str, ContamRecord]]) -> Non
 
 
 def join_all(loaded: Loaded) -> None:
-    """Join every benchmark's records to the set that resolves here, unless they name another manifest
-    (set_status refuses that set); a benchmark with no set here is left unjoined."""
+    """Join every benchmark's records to the set that resolves here; a record naming another set's manifest is
+    refused, whichever run it is in (one foreign record must not turn the join off for the others). A
+    benchmark with no set here is left unjoined."""
     for benchmark, scored in _scored(loaded).items():
-        named = {record.set_manifest for _, _, record in scored} - {None}
         try:
-            here = manifest_sha256(resolve(benchmark, fetch=False))
+            location = resolve(benchmark, fetch=False)
         except PerturbedSetError:
             continue
-        if scored and (not named or named == {here}):
+        here = manifest_sha256(location)
+        for source, _, record in scored:
+            if record.set_manifest not in (None, here):
+                found = f"manifest SHA-256 {here[:12]}" if here else "no manifest"
+                raise ReportInputError(
+                    f"{source}: scored the set whose manifest has SHA-256 {record.set_manifest[:12]}, but the set "
+                    f"that resolves here, {location.value}, has {found}; point {env_var(benchmark)} at the set that "
+                    "was scored, or report each set's runs apart"
+                )
+        if scored:
             join(benchmark, scored)

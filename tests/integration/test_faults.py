@@ -831,6 +831,22 @@ def test_report_joins_every_record_to_the_set_by_item_and_gold(harness_run, with
     assert "was scored against gold 'Z', but the set that was scored" in err
 
 
+def test_report_refuses_a_detector_run_of_another_set_beside_this_set_s_runs(harness_run, with_sets, tmp_path,
+                                                                              capsys):  # fmt: skip
+    """A detector run naming another set's manifest turned the join to the set off for every run of the
+    benchmark (a verdict on another set's records, exit 0): each record naming another set is refused."""
+    root = tmp_path / "in"
+    shutil.copytree(harness_run, root)
+    (path,) = root.rglob("*_samples_mmstar_option_shuffle.jsonl")
+    samples = [json.loads(line) for line in path.read_text().splitlines()]
+    for sample in samples:
+        sample["contam_ids"]["set_manifest"] = "f" * 64
+    path.write_text("".join(json.dumps(sample) + "\n" for sample in samples))
+    code, err = run_cli(capsys, "report", root, "--json", tmp_path / "r.json")
+    assert_refused(code, err, "_samples_mmstar_option_shuffle.jsonl: scored the set whose manifest has SHA-256 "
+                   "ffffffffffff", [tmp_path / "r.json"])  # fmt: skip
+
+
 def test_report_writes_all_outputs_or_none_and_reads_one_run_under_two_spellings(harness_run, tmp_path, capsys,
                                                                                   monkeypatch):  # fmt: skip
     (tmp_path / "a-file").write_text("")

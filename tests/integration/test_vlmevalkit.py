@@ -435,3 +435,16 @@ def test_hits_are_rechecked_whatever_vlmevalkits_verbose_setting(verbose, tmp_pa
     with pytest.raises(ReportInputError, match="row 3 .*hit 1, but VLMEvalKit's own matching of the reply 'B'"):
         rechecked(ResultFile(tmp_path / "r_result.xlsx", "m", "MMStar_contam", "exact_matching", "mmstar", "contam",
                              table))  # fmt: skip
+
+
+def test_the_report_never_writes_over_the_status_record_of_an_eval_folder(work_dir, tmp_path, capsys):
+    """Reporting VLMEvalKit's eval-id folder reads the status.json one folder up (which says whose and which
+    datasets its results are): `--json` naming it overwrote it with exit 0, and the run could not be reported
+    again."""
+    shutil.copytree(work_dir[0], tmp_path / "work", symlinks=True)
+    (eval_folder,) = [p for p in (tmp_path / "work" / "oracle").iterdir() if p.is_dir()]
+    status = tmp_path / "work" / "oracle" / "status.json"
+    before = status.read_bytes()
+    code, _, err = run_cli(capsys, "report", eval_folder, "--json", status)
+    assert code == 2 and f"--json {status}: is a file of the runs the report reads" in err, err
+    assert status.read_bytes() == before
