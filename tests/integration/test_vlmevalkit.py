@@ -438,12 +438,16 @@ def test_hits_are_rechecked_whatever_vlmevalkits_verbose_setting(verbose, tmp_pa
 
 
 def test_the_report_never_writes_over_the_status_record_of_an_eval_folder(work_dir, tmp_path, capsys):
-    """Reporting VLMEvalKit's eval-id folder reads the status.json one folder up (which says whose and which
-    datasets its results are): `--json` naming it overwrote it with exit 0, and the run could not be reported
-    again."""
+    """Reporting an eval-id folder of VLMEvalKit's work dir reads the status.json one folder up (which says whose
+    and which datasets its results are): `--json` naming it overwrote it with exit 0, and the run could not be
+    reported again."""
     shutil.copytree(work_dir[0], tmp_path / "work", symlinks=True)
-    (eval_folder,) = [p for p in (tmp_path / "work" / "oracle").iterdir() if p.is_dir()]
-    status = tmp_path / "work" / "oracle" / "status.json"
+    model = tmp_path / "work" / "oracle"
+    eval_folder = model / "T20261206-000000"  # the official run.py keeps a run's files in its eval-id folder
+    eval_folder.mkdir(exist_ok=True)
+    for path in model.glob("oracle_*"):
+        path.rename(eval_folder / path.name)
+    status = model / "status.json"
     before = status.read_bytes()
     code, _, err = run_cli(capsys, "report", eval_folder, "--json", status)
     assert code == 2 and f"--json {status}: is a file of the runs the report reads" in err, err
