@@ -363,7 +363,7 @@ def _perturbation_entry(
             entry.sources[variant] = str(source.samples)
     if selected[-1].kind == BUILTIN:
         _add_originals_of_builtin_run(entry, selected[-1], selected[0], prompts, pair_differing_settings)
-    else:
+    elif entry.sources.get(ORIGINAL) != entry.sources.get(PERTURBED):  # two runs: they must be of one set
         _check_versions_agree(entry, prompts)
     entry.check_pairs()
     return entry
