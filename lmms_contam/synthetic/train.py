@@ -125,6 +125,7 @@ class Schedule:
     clip: float = 1.0
 
 
+@torch.enable_grad()
 def fit(
     model: torch.nn.Module,
     batcher: Batcher,
@@ -133,7 +134,7 @@ def fit(
     schedule: Schedule,
     desc: str = "training",
 ) -> None:
-    """Run `steps` optimiser steps over `batches`."""
+    """Run `steps` optimiser steps over `batches` (with autograd on whatever an imported library set)."""
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimiser = torch.optim.AdamW(trainable, lr=schedule.lr, weight_decay=schedule.weight_decay)
     scheduler = get_cosine_schedule_with_warmup(optimiser, min(schedule.warmup, steps // 10), steps)

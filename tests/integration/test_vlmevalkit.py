@@ -437,6 +437,25 @@ def test_hits_are_rechecked_whatever_vlmevalkits_verbose_setting(verbose, tmp_pa
                              table))  # fmt: skip
 
 
+def test_rechecking_hits_leaves_autograd_as_it_found_it(tmp_path):
+    """Importing VLMEvalKit turns autograd off process-wide; a report made in the same process as a fine-tuning
+    run (the experiment's) must not leave the run unable to train."""
+    script = f"""
+import pandas as pd, torch
+from pathlib import Path
+from lmms_contam.hosts.vlmevalkit.hits import rechecked
+from lmms_contam.hosts.vlmevalkit.result_files import ResultFile
+table = pd.DataFrame({{"index": [1], "A": ["cat"], "B": ["dog"], "answer": ["A"], "prediction": ["A"], "hit": [1]}})
+assert rechecked(ResultFile(Path({str(tmp_path)!r}) / "r_result.xlsx", "m", "MMStar_contam", "exact_matching",
+                            "mmstar", "contam", table)) is None
+import vlmeval.vlm  # already imported by the recheck: its side effect is not repeated
+print("grad", torch.is_grad_enabled())
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "grad True" in done.stdout, done.stdout
+
+
 def test_the_report_never_writes_over_the_status_record_of_an_eval_folder(work_dir, tmp_path, capsys):
     """Reporting an eval-id folder of VLMEvalKit's work dir reads the status.json one folder up (which says whose
     and which datasets its results are): `--json` naming it overwrote it with exit 0, and the run could not be

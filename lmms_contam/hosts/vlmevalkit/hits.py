@@ -47,11 +47,24 @@ def _inferred(can_infer: Callable, reply: str, choices: dict[str, str]) -> set:
     return found
 
 
-def rechecked(result: ResultFile) -> str | None:
-    """Refuse a row whose hit VLMEvalKit's own matching contradicts; return what could not be rechecked."""
+def _vlmevalkit_can_infer() -> Callable | None:
+    """VLMEvalKit's matching, imported without its package's side effect (it turns autograd off process-wide)."""
+    import torch
+
+    grad_enabled = torch.is_grad_enabled()
     try:
         from vlmeval.utils.matching_util import can_infer
     except ImportError:
+        return None
+    finally:
+        torch.set_grad_enabled(grad_enabled)
+    return can_infer
+
+
+def rechecked(result: ResultFile) -> str | None:
+    """Refuse a row whose hit VLMEvalKit's own matching contradicts; return what could not be rechecked."""
+    can_infer = _vlmevalkit_can_infer()
+    if can_infer is None:
         return f"{result.path.name}: its hits are VLMEvalKit's, unchecked (VLMEvalKit is not installed here)"
     unchecked = 0
     for number, row in enumerate(result.table.to_dict("records"), 2):
