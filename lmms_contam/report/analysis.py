@@ -63,6 +63,8 @@ class BenchmarkResult:
     verdict: str = INCONCLUSIVE
     notes: list[str] = field(default_factory=list)  # what a reader of the verdict should know about the runs
     scored_set: SetStatus | None = None  # whether the set it was scored on was verified
+    averages_strata: bool = False  # its accuracies are macro averages over the categories, as its host's are
+    interval_vs_test: str = ""  # where the drawn interval and the verdict's test disagree: which governs, and why
 
 
 def analyse(entry: ModelBenchmark) -> BenchmarkResult:
@@ -70,7 +72,7 @@ def analyse(entry: ModelBenchmark) -> BenchmarkResult:
     original = [entry.items[i]["original"] for i in ids]
     perturbed = [entry.items[i]["perturbed"] for i in ids]
     strata = [item.stratum for item in original]
-    strata_or_none = strata if all(strata) else None
+    strata_or_none = strata if all(strata) and entry.averages_strata else None
     comparison = stats.compare_paired(
         ids, [o.correct for o in original], [p.correct for p in perturbed], strata_or_none
     )
@@ -80,13 +82,14 @@ def analyse(entry: ModelBenchmark) -> BenchmarkResult:
         comparison=comparison,
         ci_original=stats.accuracy_ci([o.correct for o in original], strata_or_none),
         ci_perturbed=stats.accuracy_ci([p.correct for p in perturbed], strata_or_none),
-        categories=_category_deltas(original, perturbed) if strata_or_none else [],
+        categories=_category_deltas(original, perturbed) if all(strata) else [],
         group_metrics=_group_metrics(original, perturbed),
         flagged=[FlaggedItem(o, p) for o, p in zip(original, perturbed, strict=True) if o.correct and not p.correct],
         sources=dict(entry.sources),
         host=entry.host,
         matching=entry.matching,
         notes=list(entry.notes),
+        averages_strata=strata_or_none is not None,
     )
 
 
@@ -139,7 +142,36 @@ def decide(results: list[BenchmarkResult], alpha: float = 0.05) -> list[Benchmar
                 result.verdict = CONTAMINATED
             else:
                 result.verdict = INCONCLUSIVE
+            result.interval_vs_test = interval_vs_test(result, len(model_results), alpha)
     return results
+
+
+def interval_vs_test(result: BenchmarkResult, benchmarks: int, alpha: float) -> str:
+    """One line where the delta's interval and the verdict disagree, saying that the test governs and why they
+    differ; empty where they agree."""
+    c = result.comparison
+    excludes_a_drop = c.ci_high < 0
+    if (result.verdict == CONTAMINATED) == excludes_a_drop or result.verdict == NO_EVIDENCE:
+        return ""
+    interval = f"[{100 * c.ci_low:+.1f}, {100 * c.ci_high:+.1f}] points"
+    discordant = c.right_to_wrong + c.wrong_to_right
+    if result.verdict == INCONCLUSIVE and c.mcnemar_p < alpha <= result.p_adjusted:
+        why = (
+            f"the test is corrected for this model's {benchmarks} benchmarks (p {c.mcnemar_p:.3g} becomes "
+            f"{result.p_adjusted:.3g} with Holm's correction), the interval is not"
+        )
+    else:
+        why = (
+            f"the test is exact on the {discordant} pairs answered differently (Holm p {result.p_adjusted:.3g}); "
+            f"the interval combines exact intervals of the rates lost and gained"
+            + (", macro-averaged over the categories as the accuracy is" if result.averages_strata else "")
+        )
+    seen = (
+        "holds 0, but the verdict is contaminated"
+        if result.verdict == CONTAMINATED
+        else "excludes 0, but the verdict is inconclusive"
+    )
+    return f"The delta's 95% interval {interval} {seen}: the exact McNemar test governs; {why}."
 
 
 @dataclass(frozen=True)

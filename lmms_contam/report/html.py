@@ -27,6 +27,7 @@ from lmms_contam.report.render import (  # noqa: E402
     detail_rows,
     detector_legend,
     detector_rows,
+    interval_sentences,
     leaderboard_rows,
     model_rows,
     model_sentences,
@@ -266,7 +267,7 @@ def to_html(analysed: Analysed) -> str:
             *(f"<li>{html.escape(line)}</li>" for line in model_sentences(analysed)),
             "</ul>",
             f"<p>Semantic perturbation: delta = accuracy on counterfactuals - accuracy on originals, same items; "
-            f"95% stratified CI; exact McNemar test, Holm-corrected across each model's benchmarks; "
+            f"95% CI; exact McNemar test, Holm-corrected across each model's benchmarks; "
             f"contaminated = delta &lt; 0 and p (Holm) &lt; {alpha}.</p>",
         ]
     if results or analysed.scanned:
@@ -281,6 +282,12 @@ def to_html(analysed: Analysed) -> str:
             *(f"<li>{html.escape(line)}</li>" for line in set_sentences(results)),
             "</ul>",
         ]
+        if interval_sentences(analysed):
+            sections += [
+                "<p>Interval and test:</p><ul>",
+                *(f"<li>{html.escape(line)}</li>" for line in interval_sentences(analysed)),
+                "</ul>",
+            ]
     with_categories = [r for r in results if r.categories]
     if with_categories:
         limits = forest_axis_limits(with_categories)

@@ -44,6 +44,9 @@ class ModelBenchmark:
     # matching and the judge it named ("exact_matching", or an LLM that matched the replies its rules could not).
     matching: str = "the built-in task's scoring"
     notes: tuple[str, ...] = ()  # what a reader of the verdict should know about how the runs were made
+    # Whether the host's headline accuracy macro-averages the strata the records carry, as lmms-eval's MMStar
+    # averages its l2 categories; VLMEvalKit's Overall is a plain mean over the same items.
+    averages_strata: bool = True
 
     @property
     def set_manifest(self) -> str | None:

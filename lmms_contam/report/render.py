@@ -171,6 +171,8 @@ def to_json(analysed: Analysed) -> str:
                 "host": r.host,
                 "answer_matching": r.matching,
                 "notes": r.notes,
+                "accuracy_averaged_over": "categories" if r.averages_strata else "items",
+                "interval_vs_test": r.interval_vs_test or None,
                 "set": r.scored_set.as_dict() if r.scored_set else None,
             }
             for r in results
@@ -457,14 +459,23 @@ def matching_sentences(analysed: Analysed) -> list[str]:
     ]
 
 
+def interval_sentences(analysed: Analysed) -> list[str]:
+    """Where a delta's interval and its verdict disagree: which governs, and why."""
+    return [
+        f"{analysed.names[r.model]}, {r.benchmark}: {r.interval_vs_test}"
+        for r in analysed.results
+        if r.interval_vs_test
+    ]
+
+
 def to_markdown(analysed: Analysed) -> str:
     results, alpha = analysed.results, analysed.alpha
     parts = ["# Contamination report (lmms-contam)", ""]
     if results:
         parts += [*(markdown_item(line) for line in model_sentences(analysed)), ""]
         parts += [
-            f"Semantic perturbation: accuracy in %; delta = perturbed - original on the same items, 95% "
-            f"stratified CI; exact McNemar test, Holm-corrected across each model's benchmarks; contaminated = "
+            f"Semantic perturbation: accuracy in % as the host computes it; delta = perturbed - original on the same "
+            f"items, 95% CI; exact McNemar test, Holm-corrected across each model's benchmarks; contaminated = "
             f"delta < 0 and p (Holm) < {alpha}.",
             "",
         ]
@@ -474,6 +485,8 @@ def to_markdown(analysed: Analysed) -> str:
         parts += ["## Details", "", _table(*detail_rows(analysed)), ""]
         parts += ["Sets scored:", "", *(markdown_item(line) for line in set_sentences(results)), ""]
         parts += ["Answers matched by:", "", *(markdown_item(line) for line in matching_sentences(analysed)), ""]
+        if interval_sentences(analysed):
+            parts += ["Interval and test:", "", *(markdown_item(line) for line in interval_sentences(analysed)), ""]
     if any(r.categories for r in results):
         parts += ["## Per-category deltas", "", CATEGORY_LEGEND, "", _table(*category_rows(analysed)), ""]
     if analysed.scanned:

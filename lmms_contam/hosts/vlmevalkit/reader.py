@@ -130,6 +130,7 @@ def _perturbation_entry(results: list[ResultFile]) -> ModelBenchmark:
         host=VLMEVALKIT,
         matching=matchings[0][0],
         notes=tuple(note for _, notes in matchings for note in notes),
+        averages_strata=False,  # VLMEvalKit's Overall is a plain mean over the items
     )
     asked: dict[str, dict] = {}  # item id -> its perturbed row: what a built-in run's original must match
     originals: tuple[ResultFile, dict[str, dict]] | None = None  # the original export's run, when apart
@@ -253,7 +254,7 @@ def load(paths: Iterable[str | Path]) -> Loaded:
                     model=model_label(result),
                     benchmark=benchmark,
                     detector=family,
-                    records=_items(result),
+                    records=[replace(item, stratum="") for item in _items(result)],  # Overall: a plain mean
                     source=str(result.path),
                     host=VLMEVALKIT,
                 )
