@@ -110,6 +110,14 @@ def test_report_numbers_equal_the_task_numbers(outputs, tmp_path):
         assert row["delta_ci"] == pytest.approx([task["delta_ci_low,none"], task["delta_ci_high,none"]])
         assert row["mcnemar_p"] == pytest.approx(task["mcnemar_p,none"])
         assert len(row["flagged"]) == task["n_flagged,none"]
+        assert row["delta_ci"][0] <= row["delta"] <= row["delta_ci"][1]
+        for side in ("original", "perturbed"):
+            assert 0 <= row[f"acc_{side}_ci"][0] <= row[f"acc_{side}"] <= row[f"acc_{side}_ci"][1] <= 1
+    # The headline is lmms-eval's: MMStar's accuracy as its built-in aggregation (a macro average over
+    # l2_category, lmms_eval.tasks.mmstar.utils) gives it for the same replies, in the same run.
+    mmstar = next(r for r in json.loads(out.read_text())["results"] if r["benchmark"] == "mmstar")
+    assert mmstar["acc_perturbed"] == pytest.approx(task_results["mmstar_perturbed"]["average,none"])
+    assert mmstar["accuracy_averaged_over"] == "categories"
 
 
 def test_separate_original_and_perturbed_runs_join_like_the_paired_task(outputs, tmp_path):

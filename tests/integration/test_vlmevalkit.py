@@ -20,6 +20,7 @@ from helpers.loopback import LoopbackServer
 from helpers.loopback_vlm import ScriptedVLM, Shown, shown_in_export, thumbnail, view_of
 from loguru import logger
 
+from lmms_contam import stats
 from lmms_contam.cli import main
 from lmms_contam.detectors.options import gold_letter, rotations
 from lmms_contam.hosts.vlmevalkit.bindings import CIRCULAR_NAMES, EXPORTABLE, REFUSED, dataset_name
@@ -137,17 +138,21 @@ def test_vlmevalkit_runs_the_export_and_the_report_gives_each_model_its_verdict(
     assert results["memoriser"]["delta"] == -1.0 and results["memoriser"]["verdict"] == "contaminated"
     assert results["memoriser"]["mcnemar_p"] < 0.01
     assert (results["wrong"]["acc_original"], results["wrong"]["acc_perturbed"]) == (0.0, 0.0)
-    # The random model's figures, worked out here from its seeded draws (accuracies are MMStar's macro average).
-    random_right = {(s.item_id, s.variant): int(model.policies["random"](s) == s.gold) for s in model.shown
-                    if s.variant in ("original", "perturbed")}  # fmt: skip
+    # Each accuracy is VLMEvalKit's own headline for the same replies: the Overall of its acc file, per split (the
+    # export's split is the version), a plain mean, where lmms-eval's MMStar averages l2 categories.
+    for name in MODELS:
+        (acc_file,) = work.rglob(f"{name}_MMStar_contam_acc.csv")
+        overall = {row["split"]: row["Overall"] for row in pd.read_csv(acc_file).to_dict("records")}
+        assert results[name]["acc_original"] == pytest.approx(overall["original"]), name
+        assert results[name]["acc_perturbed"] == pytest.approx(overall["perturbed"]), name
+        assert results[name]["accuracy_averaged_over"] == "items"
+        for side in ("original", "perturbed"):
+            low, high = results[name][f"acc_{side}_ci"]
+            assert 0 <= low <= results[name][f"acc_{side}"] <= high <= 1
+    random_right = [int(model.policies["random"](s) == s.gold) for s in model.shown if s.variant == "original"]
     strata = {row["item_id"]: row["l2_category"] for row in mmstar_rows}
-    for variant in ("original", "perturbed"):
-        by_stratum: dict[str, list[int]] = {}
-        for (item, version), right in random_right.items():
-            if version == variant:
-                by_stratum.setdefault(strata[item], []).append(right)
-        expected = sum(sum(v) / len(v) for v in by_stratum.values()) / len(by_stratum)
-        assert results["random"][f"acc_{variant}"] == pytest.approx(expected)
+    macro = stats.accuracy(random_right, [strata[s.item_id] for s in model.shown if s.variant == "original"])
+    assert results["random"]["acc_original"] == pytest.approx(sum(random_right) / len(random_right)) != macro
     assert "judge exact_matching" in results["oracle"]["answer_matching"]
     detectors = {(d["model"].removesuffix(" (VLMEvalKit)"), d["detector"]): d for d in report["detectors"]}
     assert detectors[("memoriser", "option_shuffle")]["flagged"] and detectors[("memoriser", "option_shuffle")][

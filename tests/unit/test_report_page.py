@@ -149,3 +149,39 @@ def test_a_page_shows_a_bounded_number_of_full_size_image_pairs():
     cut = [r for r in analysed.results if len(r.flagged) > html.MAX_FLAGGED_SHOWN]
     assert cut and f"showing the first {html.MAX_FLAGGED_SHOWN} of {len(cut[0].flagged)}" in page
     assert page.count("showing the first 0 of") > 0  # sections past the budget name their items' count only
+
+
+def _paired(model: str, benchmark: str, pairs: list[tuple[int, int]]) -> ModelBenchmark:
+    entry = ModelBenchmark(model=model, benchmark=benchmark)
+    for i, versions in enumerate(pairs):
+        for variant, correct in zip(("original", "perturbed"), versions, strict=True):
+            entry.items[f"{i}"][variant] = ScoredItem(benchmark=benchmark, item_id=f"{i}", original_id=f"{i}",
+                                                      variant=variant, correct=correct, n_options=4)  # fmt: skip
+    return entry
+
+
+def test_where_interval_and_verdict_disagree_one_line_says_the_test_governs_and_why():
+    """5 of 20 right answers lost, none gained: the interval excludes 0, the exact test's p is 0.0625. Two
+    benchmarks each with p near 0.03: Holm's correction makes them inconclusive while their intervals exclude 0.
+    A model whose interval and verdict agree gets no line."""
+    lost = [(1, 0)] * 5 + [(1, 1)] * 15
+    holm = [(1, 0)] * 8 + [(0, 1)] * 1 + [(1, 1)] * 31  # exact p 0.039 alone
+    results = analysis.decide([
+        analysis.analyse(_paired("a", "mmstar", lost)),
+        analysis.analyse(_paired("b", "mmstar", holm)),
+        analysis.analyse(_paired("b", "seedbench", holm)),
+        analysis.analyse(_paired("c", "mmstar", [(1, 0)] * 30 + [(1, 1)] * 10)),
+    ])  # fmt: skip
+    line = {(r.model, r.benchmark): r.interval_vs_test for r in results}
+    a = next(r for r in results if r.model == "a")
+    assert a.verdict == analysis.INCONCLUSIVE and a.comparison.ci_high < 0
+    assert line[("a", "mmstar")].startswith("The delta's 95% interval [-")
+    assert "excludes 0, but the verdict is inconclusive: the exact McNemar test governs" in line[("a", "mmstar")]
+    assert "exact on the 5 pairs answered differently" in line[("a", "mmstar")]
+    for benchmark in ("mmstar", "seedbench"):
+        assert "corrected for this model's 2 benchmarks" in line[("b", benchmark)] and "Holm" in line[("b", benchmark)]
+    assert line[("c", "mmstar")] == ""  # contaminated, and its interval excludes 0
+    analysed = analysis.Analysed(results=results, detectors=[], alpha=0.05)
+    markdown = render.to_markdown(analysed)
+    assert "Interval and test:" in markdown and markdown.count("the exact McNemar test governs") == 3
+    assert "Interval and test" in html.to_html(analysed)
