@@ -7,12 +7,13 @@ import dataclasses
 from pathlib import Path
 
 from lmms_contam.commands.common import at_least, stop
+from lmms_contam.hosts import lmms_eval, vlmevalkit
 
-HOSTS = {"lmms-eval": "lmms-eval", "vlmevalkit": "VLMEvalKit"}  # --host's choices -> the report's host names
+HOSTS = {lmms_eval.KEY: lmms_eval.NAME, vlmevalkit.KEY: vlmevalkit.NAME}  # --host's choices -> the hosts' names
 
 
 def _with_overrides(setup, args: argparse.Namespace):
-    if getattr(args, "host", "lmms-eval") != "lmms-eval":
+    if getattr(args, "host", lmms_eval.KEY) != lmms_eval.KEY:
         if args.flaws or args.judge_errors:
             raise ValueError("--flaws and --judge-errors run through lmms-eval only")
         setup = dataclasses.replace(setup, host=HOSTS[args.host])
@@ -78,7 +79,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     demo.add_argument(
         "--host",
         choices=HOSTS,
-        default="lmms-eval",
+        default=lmms_eval.KEY,
         help="the harness that evaluates the models: lmms-eval's llava_hf loader (default), or "
         "VLMEvalKit's API model asking them served on 127.0.0.1 (models trained on its prompt, under "
         "OUT/vlmevalkit)",
@@ -109,7 +110,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     full.add_argument("--out", default="lmms-contam-experiment", help="working folder")
     full.add_argument("--seeds", help="comma-separated seeds (default 0,1,2)")
     full.add_argument(
-        "--host", choices=HOSTS, default="lmms-eval", help="the harness that evaluates the models (as for demo)"
+        "--host", choices=HOSTS, default=lmms_eval.KEY, help="the harness that evaluates the models (as for demo)"
     )
     full.add_argument(
         "--flaws",

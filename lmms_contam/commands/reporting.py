@@ -31,13 +31,15 @@ def _outputs_are_not_inputs(args: argparse.Namespace) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from lmms_contam.hosts.base import ReadOptions
     from lmms_contam.hosts.readers import read_runs
     from lmms_contam.report.build import build
     from lmms_contam.report.inputs import Loaded, ReportInputError, text_only_baselines
 
     try:
         _outputs_are_not_inputs(args)
-        loaded = read_runs(args.paths, args.pair_differing_settings) if args.paths else Loaded([], [])
+        options = ReadOptions(pair_differing_settings=args.pair_differing_settings)
+        loaded = read_runs(args.paths, options) if args.paths else Loaded([], [])
         baseline = args.text_only_baseline
         baselines = text_only_baselines(read_runs([baseline]), baseline) if baseline else None
         _, markdown = build(

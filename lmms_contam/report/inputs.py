@@ -11,8 +11,6 @@ from dataclasses import dataclass, field
 from lmms_contam.detectors.registry import DETECTORS
 from lmms_contam.records import ContamRecord
 
-LMMS_EVAL, VLMEVALKIT = "lmms-eval", "VLMEvalKit"
-
 
 class ReportInputError(ValueError):
     """Input that cannot be reported on as it is."""
@@ -39,7 +37,7 @@ class ModelBenchmark:
     benchmark: str
     items: dict[str, dict[str, ScoredItem]] = field(default_factory=lambda: defaultdict(dict))
     sources: dict[str, str] = field(default_factory=dict)  # variant -> file
-    host: str = LMMS_EVAL
+    host: str = ""  # the harness that ran it, as the report shows it (hosts/: its `Host.name`)
     # How the replies were judged right or wrong: the built-in task's scoring (lmms-eval), or VLMEvalKit's answer
     # matching and the judge it named ("exact_matching", or an LLM that matched the replies its rules could not).
     matching: str = "the built-in task's scoring"
@@ -81,7 +79,7 @@ class DetectorRun:
     detector: str
     records: list[ContamRecord]
     source: str
-    host: str = LMMS_EVAL
+    host: str = ""  # the harness that ran it, as the report shows it (hosts/: its `Host.name`)
     of_the_set: bool = True  # its items are the set's (False: a host's own CircularEval of the whole benchmark)
 
 

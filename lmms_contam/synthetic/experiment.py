@@ -18,10 +18,11 @@ from scipy import stats as scipy_stats
 
 from lmms_contam.atomic import atomic_path
 from lmms_contam.detectors.registry import DETECTORS
+from lmms_contam.hosts.lmms_eval import NAME as LMMS_EVAL
 from lmms_contam.hosts.readers import read_runs
+from lmms_contam.hosts.vlmevalkit import NAME as VLMEVALKIT
 from lmms_contam.report import analysis
 from lmms_contam.report.build import build as build_report
-from lmms_contam.report.inputs import LMMS_EVAL, VLMEVALKIT
 from lmms_contam.synthetic import benchmark
 from lmms_contam.synthetic.evaluate import DETECTOR_TASKS, PERTURBATION_TASK, evaluate, evaluate_vlmevalkit, resolving
 from lmms_contam.synthetic.experiment_models import ModelSpec, Recipe, build_models, plan

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 from loguru import logger
 
-from lmms_contam.report.inputs import LMMS_EVAL
+from lmms_contam.hosts.lmms_eval import NAME as LMMS_EVAL
 from lmms_contam.stats import stable_seed
 from lmms_contam.synthetic import benchmark, tiny_vlm, train
 from lmms_contam.synthetic.scenes import KINDS, draw_scene

@@ -19,10 +19,11 @@ from tqdm.auto import tqdm
 from transformers import LlavaForConditionalGeneration, LlavaProcessor, get_cosine_schedule_with_warmup
 
 from lmms_contam.detectors.options import question_stem
+from lmms_contam.hosts.lmms_eval import NAME as LMMS_EVAL
+from lmms_contam.hosts.vlmevalkit import NAME as VLMEVALKIT
 from lmms_contam.hosts.vlmevalkit.prompt import mcq_prompt
 from lmms_contam.letters import option_letters
 from lmms_contam.registry.parsers import mmstar_options
-from lmms_contam.report.inputs import LMMS_EVAL, VLMEVALKIT
 from lmms_contam.synthetic.benchmark import Example
 
 # The default post-prompt of the synthetic tasks (tests/integration/test_synthetic.py checks the YAML agrees).

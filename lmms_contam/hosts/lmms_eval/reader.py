@@ -24,6 +24,7 @@ import datasets
 from tqdm.auto import tqdm
 
 from lmms_contam.detectors.registry import DETECTORS
+from lmms_contam.hosts.lmms_eval import NAME
 from lmms_contam.hosts.lmms_eval.bindings import BINDINGS, binding, builtin_task
 from lmms_contam.hosts.lmms_eval.scoring import AGGREGATIONS, task_metrics
 from lmms_contam.records import ORIGINAL, PERTURBED, ContamRecord, checked
@@ -341,7 +342,7 @@ def load(paths: Iterable[str | Path], pair_differing_settings: bool = False) -> 
 def _perturbation_entry(
     model: str, benchmark: str, candidates: list[_Source], pair_differing_settings: bool
 ) -> ModelBenchmark:
-    entry = ModelBenchmark(model, benchmark)
+    entry = ModelBenchmark(model, benchmark, host=NAME)
     prompts: dict[tuple[str, str], str] = {}  # (item id, version) -> the prompt it was asked with
     selected = _select(model, benchmark, candidates)
     for source in selected:
@@ -605,6 +606,7 @@ def _detector_run(source: _Source) -> DetectorRun:
         detector=source.kind,
         records=records,
         source=str(source.samples),
+        host=NAME,
     )
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from lmms_contam.detectors.circular import CIRCULAR
 from lmms_contam.detectors.registry import DETECTORS
+from lmms_contam.hosts.vlmevalkit import NAME
 from lmms_contam.hosts.vlmevalkit.circular import circular_records
 from lmms_contam.hosts.vlmevalkit.hits import EXACT_MATCHING, rechecked
 from lmms_contam.hosts.vlmevalkit.result_files import (
@@ -29,7 +30,6 @@ from lmms_contam.hosts.vlmevalkit.result_files import (
 from lmms_contam.hosts.vlmevalkit.row_content import OPTION_COLUMN, cell_text
 from lmms_contam.records import CONTAM, ORIGINAL, PERTURBED, VARIANTS
 from lmms_contam.report.inputs import (
-    VLMEVALKIT,
     DetectorRun,
     Loaded,
     ModelBenchmark,
@@ -127,7 +127,7 @@ def _perturbation_entry(results: list[ResultFile]) -> ModelBenchmark:
     entry = ModelBenchmark(
         model_label(first),
         first.benchmark,
-        host=VLMEVALKIT,
+        host=NAME,
         matching=matchings[0][0],
         notes=tuple(note for _, notes in matchings for note in notes),
         averages_strata=False,  # VLMEvalKit's Overall is a plain mean over the items
@@ -256,7 +256,7 @@ def load(paths: Iterable[str | Path]) -> Loaded:
                     detector=family,
                     records=[replace(item, stratum="") for item in _items(result)],  # Overall: a plain mean
                     source=str(result.path),
-                    host=VLMEVALKIT,
+                    host=NAME,
                 )
             )
         elif family == BUILTIN_CIRCULAR:
@@ -269,7 +269,7 @@ def load(paths: Iterable[str | Path]) -> Loaded:
                         detector=CIRCULAR,
                         records=records,
                         source=str(result.path),
-                        host=VLMEVALKIT,
+                        host=NAME,
                         of_the_set=False,
                     )
                 )
