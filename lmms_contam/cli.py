@@ -21,7 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"lmms-contam {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in GROUPS:
-        group.register(commands)
+        group.add_commands(commands)
     return parser
 
 

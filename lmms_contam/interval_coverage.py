@@ -123,7 +123,7 @@ def accuracy_cells(sizes=SIZES, accuracies=ACCURACIES) -> list[Cell]:
     ]
 
 
-def table(accuracy: list[Measured], delta: list[Measured]) -> str:
+def coverage_table(accuracy: list[Measured], delta: list[Measured]) -> str:
     """Per design and n: the worst cell's coverage of each interval and the mean widths, in Markdown."""
     lines = [
         "| design | n | worst accuracy coverage | mean accuracy width | worst delta coverage | mean delta width |",
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     accuracy = [measure_accuracy(cell, args.sims) for cell in accuracy_cells()]
     delta = [measure_delta(cell, args.sims // 5) for cell in delta_cells()]
-    print(table(accuracy, delta))
+    print(coverage_table(accuracy, delta))
 
 
 if __name__ == "__main__":

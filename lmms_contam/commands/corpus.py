@@ -163,7 +163,7 @@ def _bench_scan(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         return stop("bench-scan", exc)
-    print(speed.table(measured.figures))
+    print(speed.speed_table(measured.figures))
     print("\n".join(measured.check.lines()))
     _write_json(args.json, speed.as_json(measured.figures, settings, measured.check))
     return 0
@@ -192,7 +192,7 @@ def _write_json(path: str | None, text: str) -> None:
             tmp.write_text(text + "\n")
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def add_commands(commands: argparse._SubParsersAction) -> None:
     from lmms_contam.corpus.scan import PRECISIONS
 
     corpus = commands.add_parser(

@@ -38,7 +38,7 @@ def _experiment(args: argparse.Namespace) -> int:
             study = judge_study.DEMO_JUDGES if demo else judge_study.FULL_JUDGES
             flaws = dataclasses.replace(study.flaws, setup=_with_overrides(study.flaws.setup, args))
             outcome = judge_study.run_judge_study(dataclasses.replace(study, flaws=flaws), args.out)
-            text, written = judge_study.table(outcome), f"summary: {(Path(args.out) / 'judges.json').resolve()}"
+            text, written = judge_study.judge_table(outcome), f"summary: {(Path(args.out) / 'judges.json').resolve()}"
         elif args.flaws:
             from lmms_contam.synthetic import flaw_study
 
@@ -46,12 +46,12 @@ def _experiment(args: argparse.Namespace) -> int:
             outcome = flaw_study.run_flaw_study(
                 dataclasses.replace(study, setup=_with_overrides(study.setup, args)), args.out
             )
-            text, written = flaw_study.table(outcome), f"summary: {(Path(args.out) / 'flaws.json').resolve()}"
+            text, written = flaw_study.flaw_table(outcome), f"summary: {(Path(args.out) / 'flaws.json').resolve()}"
         else:
             outcome = experiment.run_experiment(
                 _with_overrides(experiment.DEMO if demo else experiment.FULL, args), args.out
             )
-            text, written = experiment.table(outcome), f"report: {outcome.report_html.resolve()}"
+            text, written = experiment.experiment_table(outcome), f"report: {outcome.report_html.resolve()}"
     except (EvaluationError, ValueError) as exc:  # SetupMismatch is a ValueError
         return stop(args.command, exc)
     print(text)
@@ -63,7 +63,7 @@ def _experiment(args: argparse.Namespace) -> int:
     return 0 if outcome.passed else 1
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def add_commands(commands: argparse._SubParsersAction) -> None:
     demo = commands.add_parser(
         "demo",
         help="the whole loop offline on the CPU in minutes: train, contaminate, evaluate, report",

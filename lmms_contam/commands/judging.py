@@ -73,7 +73,7 @@ def _judge(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def add_commands(commands: argparse._SubParsersAction) -> None:
     judge = commands.add_parser(
         "judge",
         help="image-text contamination rate: is a sample's answer in its matched corpus captions?",

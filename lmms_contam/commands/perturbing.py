@@ -105,7 +105,7 @@ def _verify(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def add_commands(commands: argparse._SubParsersAction) -> None:
     perturb = commands.add_parser(
         "perturb",
         help="build a perturbed benchmark: answer swap, edit caption, Flux image edit, verification",

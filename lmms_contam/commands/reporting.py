@@ -65,7 +65,7 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def add_commands(commands: argparse._SubParsersAction) -> None:
     report = commands.add_parser(
         "report",
         help="contamination verdicts from lmms-eval output folders (Markdown, JSON, HTML)",

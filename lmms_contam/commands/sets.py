@@ -165,7 +165,7 @@ def _push(args: argparse.Namespace) -> int:
     return push_set(args.folder, args.repo_id, args.private, "push")
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def add_commands(commands: argparse._SubParsersAction) -> None:
     tasks_dir = commands.add_parser(
         "tasks-dir",
         help="print the folder of the plugin's task YAMLs (for lmms-eval --include_path)",

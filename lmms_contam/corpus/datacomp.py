@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
 from lmms_contam.atomic import atomic_path
-from lmms_contam.corpus.embed import Recipe
+from lmms_contam.corpus.embed import EmbeddingRecipe
 from lmms_contam.corpus.shards import (
     CorpusSummary,
     begin_corpus,
@@ -75,7 +75,7 @@ def _strings(table: pa.Table, name: str) -> list[str]:
     return [str(value or "") for value in table.column(name).to_pylist()]
 
 
-def shard_inputs(path: Path, key: str, recipe: Recipe) -> str:
+def shard_inputs(path: Path, key: str, recipe: EmbeddingRecipe) -> str:
     """Digest of what an imported shard is made from: the .npz and its .parquet as files, the array and
     the recipe. A rerun reuses a converted shard only when this is unchanged."""
     metadata = path.with_suffix(".parquet")

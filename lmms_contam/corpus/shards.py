@@ -2,7 +2,7 @@
 
     <corpus>/img_emb/img_emb_0.npy, img_emb_1.npy, ...   (float16/float32, one row per image)
     <corpus>/metadata/metadata_0.parquet, ...             (same rows; caption and url columns)
-    <corpus>/recipe.json                                  (how the vectors were made; see embed.Recipe)
+    <corpus>/recipe.json                                  (how the vectors were made; see embed.EmbeddingRecipe)
     <corpus>/shards/shard_0.json, ...                     (written by embed-corpus and import datacomp:
                                                            the digest of what each shard was made from)
     <corpus>/corpus.json                                  (their summary, written last: without it such a
@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lmms_contam.atomic import atomic_path
-from lmms_contam.corpus.embed import Recipe
+from lmms_contam.corpus.embed import EmbeddingRecipe
 
 SHARD = re.compile(r"img_emb_(\d+)\.npy")
 NEAR_SHARD = re.compile(r"img_emb_\d+\.npy", re.IGNORECASE)  # a shard under another case: not scanned
@@ -39,10 +39,10 @@ class EmbeddingShard:
     rows: int
 
 
-def read_recipe(path: Path) -> Recipe:
+def read_recipe(path: Path) -> EmbeddingRecipe:
     """A recipe.json, refused with its name when damaged or of another shape."""
     try:
-        return Recipe(**json.loads(path.read_text()))
+        return EmbeddingRecipe(**json.loads(path.read_text()))
     except (json.JSONDecodeError, TypeError) as exc:  # TypeError: fields another recipe does not have
         raise ValueError(f"{path}: not a valid recipe ({exc})") from exc
 
@@ -97,7 +97,7 @@ def finish_corpus(corpus: Path, summary: CorpusSummary) -> None:
         tmp.write_text(json.dumps(asdict(summary), indent=2) + "\n")
 
 
-def open_corpus(folder: str | Path) -> tuple[list[EmbeddingShard], Recipe]:
+def open_corpus(folder: str | Path) -> tuple[list[EmbeddingShard], EmbeddingRecipe]:
     folder = Path(folder)
     if (folder / "shards").is_dir() and not (folder / COMPLETE).is_file():
         raise ValueError(

@@ -708,7 +708,7 @@ def plot_growth(points: list[GrowthPoint], path: Path) -> None:
     plt.close(figure)
 
 
-def table(figures: list[Figure]) -> str:
+def speed_table(figures: list[Figure]) -> str:
     lines = [f"{'measure':<72} {'ours':>12} {'baseline':>12} {'ratio':>7} {'rounds':>11}  target   unit"]
     for f in figures:
         sign = ">=" if f.higher_is_better else "<="

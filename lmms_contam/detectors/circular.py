@@ -19,7 +19,7 @@ UNROTATED = "unrotated"
 ALL_ROTATIONS = "all_rotations"
 
 
-def orders(item: AskedItem) -> dict[str, Order | None]:
+def rotation_orders(item: AskedItem) -> dict[str, Order | None]:
     if names_option_letters(list(item.options)) and not item.rotate_all:
         return {UNROTATED: tuple(range(len(item.options)))}
     return {f"rotation{r}": order for r, order in enumerate(rotations(len(item.options)))}
@@ -29,7 +29,7 @@ def owns(variant: str) -> bool:
     return variant.startswith("rotation") or variant in (UNROTATED, ALL_ROTATIONS)
 
 
-def signal(records: Iterable[ContamRecord]) -> DetectorSignal:
+def circular_signal(records: Iterable[ContamRecord]) -> DetectorSignal:
     def complete(versions: Versions) -> bool:
         n = next(iter(versions.values())).n_options
         return set(versions) in ({f"rotation{r}" for r in range(n)}, {UNROTATED}, {"rotation0", ALL_ROTATIONS})
@@ -59,8 +59,8 @@ DETECTOR = Detector(
         ("n_inconsistent", False),
         ("n_excluded", False),
     ),
-    orders=orders,
+    orders=rotation_orders,
     owns=owns,
-    signal=signal,
+    signal=circular_signal,
     leaves_out_items=True,
 )

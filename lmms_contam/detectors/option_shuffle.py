@@ -14,12 +14,12 @@ OPTION_SHUFFLE = "option_shuffle"
 VARIANTS = ("original_order", "shuffled")
 
 
-def orders(item: AskedItem) -> dict[str, Order | None]:
+def shuffled_orders(item: AskedItem) -> dict[str, Order | None]:
     n = len(item.options)
     return {"original_order": tuple(range(n)), "shuffled": gold_moving_shuffle(item.item_id, n, item.gold)}
 
 
-def signal(records: Iterable[ContamRecord]) -> DetectorSignal:
+def shuffle_signal(records: Iterable[ContamRecord]) -> DetectorSignal:
     items = versions_by_item(records, lambda versions: set(versions) == set(VARIANTS))
     return order_signal(
         OPTION_SHUFFLE,
@@ -43,7 +43,7 @@ DETECTOR = Detector(
         ("n_items", True),
         ("n_flipped", False),
     ),
-    orders=orders,
+    orders=shuffled_orders,
     owns=lambda variant: variant in VARIANTS,
-    signal=signal,
+    signal=shuffle_signal,
 )

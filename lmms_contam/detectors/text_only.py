@@ -20,7 +20,7 @@ def _asked(records: Iterable[ContamRecord]) -> dict[str, ContamRecord]:
     return {item: versions[TEXT_ONLY] for item, versions in items.items()}
 
 
-def signal(records: Iterable[ContamRecord]) -> DetectorSignal:
+def text_only_signal(records: Iterable[ContamRecord]) -> DetectorSignal:
     """Against chance: a one-sided Poisson-binomial test of the right answers."""
     kept = list(_asked(records).values())
     correct = [r.correct for r in kept]
@@ -63,7 +63,7 @@ def against_baseline(
     )
 
 
-def orders(_item: AskedItem) -> dict[str, Order | None]:
+def text_only_orders(_item: AskedItem) -> dict[str, Order | None]:
     return {TEXT_ONLY: None}
 
 
@@ -82,9 +82,9 @@ DETECTOR = Detector(
         ("n_items", True),
         ("n_right", False),
     ),
-    orders=orders,
+    orders=text_only_orders,
     owns=lambda variant: variant == TEXT_ONLY,
-    signal=signal,
+    signal=text_only_signal,
     withholds_image=True,
     against_baseline=against_baseline,
 )

@@ -25,7 +25,7 @@ from lmms_contam.report import analysis
 from lmms_contam.report.build import build as build_report
 from lmms_contam.synthetic import benchmark
 from lmms_contam.synthetic.evaluate import DETECTOR_TASKS, PERTURBATION_TASK, evaluate, evaluate_vlmevalkit, resolving
-from lmms_contam.synthetic.experiment_models import ModelSpec, Recipe, build_models, plan
+from lmms_contam.synthetic.experiment_models import ModelSpec, TrainingRecipe, build_models, plan
 from lmms_contam.synthetic.image_only_rates import image_only_rates
 
 FLAG_P = 0.01  # "flagged": delta < 0 with McNemar p below this
@@ -34,7 +34,7 @@ CLEAN_ALPHA = 0.05  # clean models and controls must not be significant at this 
 
 @dataclass(frozen=True)
 class Setup:
-    recipe: Recipe = Recipe()
+    recipe: TrainingRecipe = TrainingRecipe()
     seeds: tuple[int, ...] = (0, 1, 2)
     strategies: tuple[str, ...] = ("full", "lora")
     degrees: tuple[int, ...] | None = None  # None: the recipe's three degrees
@@ -55,7 +55,10 @@ class Setup:
 
 # The demo's detectors: the clean model and one contaminated model, to stay well inside 15 minutes.
 DEMO = Setup(
-    recipe=Recipe(test_items=500), seeds=(0,), degrees=(Recipe().degrees[-1],), detector_strategies=("clean", "full")
+    recipe=TrainingRecipe(test_items=500),
+    seeds=(0,),
+    degrees=(TrainingRecipe().degrees[-1],),
+    detector_strategies=("clean", "full"),
 )
 FULL = Setup()
 
@@ -300,7 +303,7 @@ def only_entry(found: list) -> analysis.BenchmarkResult:
     return found[0]
 
 
-def table(outcome: Outcome) -> str:
+def experiment_table(outcome: Outcome) -> str:
     """The paper's table in miniature, then the checks."""
     header = (
         "model",

@@ -20,7 +20,7 @@ from lmms_contam.synthetic.scenes import KINDS, draw_scene
 
 
 @dataclass(frozen=True)
-class Recipe:
+class TrainingRecipe:
     """Every training setting, fixed before the experiment runs (no tuning on its p-values; README)."""
 
     test_items: int = 1000
@@ -49,7 +49,7 @@ class ModelSpec:
 
 
 def plan(
-    recipe: Recipe,
+    recipe: TrainingRecipe,
     seed: int,
     strategies: tuple[str, ...] = ("full", "lora"),
     control: bool = True,
@@ -71,7 +71,7 @@ def _tokenizer_corpus(host: str) -> list[str]:
     return [train.prompt_text(bootstrap, train.host_text(q, host)) for q in questions] * 4 + ["A", "B", "C", "D"]
 
 
-def train_clean(spec: ModelSpec, recipe: Recipe, root: Path, host: str = LMMS_EVAL) -> Path:
+def train_clean(spec: ModelSpec, recipe: TrainingRecipe, root: Path, host: str = LMMS_EVAL) -> Path:
     folder = spec.folder(root)
     if folder.exists():
         return folder
@@ -96,7 +96,9 @@ def _with_lora(vlm, rank: int):
     return get_peft_model(vlm, config)
 
 
-def fine_tune(specs: list[ModelSpec], recipe: Recipe, root: Path, clean: Path, host: str = LMMS_EVAL) -> list[Path]:
+def fine_tune(
+    specs: list[ModelSpec], recipe: TrainingRecipe, root: Path, clean: Path, host: str = LMMS_EVAL
+) -> list[Path]:
     """One complete run per degree, each from the clean model with its own warm-up and cosine decay to
     zero over its epochs, as "fine-tuned for N epochs" means in the paper (a mid-run snapshot of a longer
     run would be caught at a high learning rate, not annealed)."""
@@ -107,7 +109,7 @@ def fine_tune(specs: list[ModelSpec], recipe: Recipe, root: Path, clean: Path, h
     return [spec.folder(root) for spec in specs]
 
 
-def _fine_tune_one(spec: ModelSpec, recipe: Recipe, clean: Path, folder: Path, host: str) -> None:
+def _fine_tune_one(spec: ModelSpec, recipe: TrainingRecipe, clean: Path, folder: Path, host: str) -> None:
     # The same LoRA initialisation and batch order for every degree: a higher degree only trains longer.
     torch.manual_seed(stable_seed("fine-tune", spec.strategy, str(spec.seed)))
     vlm, processor = tiny_vlm.load_tiny_vlm(clean)
@@ -148,7 +150,7 @@ def _merged_copy(peft_model):
     return copy.deepcopy(peft_model).merge_and_unload()
 
 
-def build_models(specs: list[ModelSpec], recipe: Recipe, root: Path, host: str = LMMS_EVAL) -> dict[str, Path]:
+def build_models(specs: list[ModelSpec], recipe: TrainingRecipe, root: Path, host: str = LMMS_EVAL) -> dict[str, Path]:
     """Train what is missing, on the prompt of the harness `host`; returns {model name: folder}."""
     (clean_spec,) = [s for s in specs if s.strategy == "clean"]
     clean = train_clean(clean_spec, recipe, root, host)

@@ -244,7 +244,7 @@ def _evaluated(
     ]
 
 
-def table(outcome: FlawOutcome) -> str:
+def flaw_table(outcome: FlawOutcome) -> str:
     """What verification removed at each rate, the false-accusation curve, then the checks."""
     lines = [
         "Verification (lmms-contam verify, the ideal reader as judge, the recipe's drift check):",

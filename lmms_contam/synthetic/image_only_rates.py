@@ -22,12 +22,12 @@ from lmms_contam.corpus.embedder_configs import embedder_config
 from lmms_contam.corpus.eval_sources import DatasetSource
 from lmms_contam.corpus.scan_job import scan_source
 from lmms_contam.synthetic import benchmark
-from lmms_contam.synthetic.experiment_models import Recipe
+from lmms_contam.synthetic.experiment_models import TrainingRecipe
 
 TRAINING_DATA = ("clean", "contaminated", "control")
 
 
-def training_images(data: str, recipe: Recipe, seed: int) -> list[Image.Image]:
+def training_images(data: str, recipe: TrainingRecipe, seed: int) -> list[Image.Image]:
     """Exactly the images a model of that kind was trained on (regenerated from the same seeds)."""
     if data == "clean":
         batches = itertools.islice(benchmark.training_batches(seed, recipe.clean_batch), recipe.clean_steps)
@@ -45,7 +45,7 @@ def _write_corpus(folder: Path, vectors: np.ndarray, embedder: PixelEmbedder) ->
         np.save(handle, vectors, allow_pickle=False)
 
 
-def image_only_rates(recipe: Recipe, seed: int, test_set: Path, out: Path) -> dict[str, dict]:
+def image_only_rates(recipe: TrainingRecipe, seed: int, test_set: Path, out: Path) -> dict[str, dict]:
     """Per training data: the scan's rate (at the pixel recipe's threshold) and the corpus size."""
     pixels = embedder_config("pixels")
     embedder = pixels.build()

@@ -338,7 +338,7 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values)
 
 
-def table(outcome: JudgeOutcome) -> str:
+def judge_table(outcome: JudgeOutcome) -> str:
     """Per flaw rate and judge: the items kept, each model's mean delta, and how many seeds flag it."""
     models = list(dict.fromkeys(r.model for c in outcome.cells for r in c.rows))
     lines = [

@@ -19,10 +19,10 @@ def test_training_prompt_uses_the_tasks_post_prompt():
 
 def test_image_only_rates_find_the_test_items_only_where_they_were_trained_on(tmp_path):
     from lmms_contam.synthetic.experiment import rate_check
-    from lmms_contam.synthetic.experiment_models import Recipe
+    from lmms_contam.synthetic.experiment_models import TrainingRecipe
     from lmms_contam.synthetic.image_only_rates import image_only_rates
 
-    recipe = Recipe(test_items=12, clean_steps=4, clean_batch=16)
+    recipe = TrainingRecipe(test_items=12, clean_steps=4, clean_batch=16)
     test_set = benchmark.build_test_set(recipe.test_items, tmp_path / "synthetic.parquet")
     rates = image_only_rates(recipe, 0, test_set, tmp_path / "scan")
     assert {data: r["image_only_rate"] for data, r in rates.items()} == {"clean": 0.0, "contaminated": 1.0,
@@ -39,9 +39,9 @@ def test_each_degree_is_its_own_fine_tuning_run(tmp_path, strategy):
     own epochs, not a snapshot caught mid-way through the highest degree's run."""
     from safetensors.torch import load_file
 
-    from lmms_contam.synthetic.experiment_models import Recipe, build_models, plan
+    from lmms_contam.synthetic.experiment_models import TrainingRecipe, build_models, plan
 
-    recipe = Recipe(test_items=12, clean_steps=4, clean_batch=16, degrees=(1, 2), finetune_batch=4)
+    recipe = TrainingRecipe(test_items=12, clean_steps=4, clean_batch=16, degrees=(1, 2), finetune_batch=4)
     together = build_models(plan(recipe, 0, (strategy,), control=False), recipe, tmp_path / "together")
     alone = build_models(plan(recipe, 0, (strategy,), control=False, degrees=(1,)), recipe, tmp_path / "alone")
 

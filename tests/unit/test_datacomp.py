@@ -13,11 +13,11 @@ import pyarrow.parquet as pq
 import pytest
 from helpers.datacomp import unit, write_shard
 
-from lmms_contam.corpus.embed import Recipe
+from lmms_contam.corpus.embed import EmbeddingRecipe
 from lmms_contam.corpus.scan import scan_shards
 from lmms_contam.corpus.shards import lookup, open_corpus
 
-RECIPE = Recipe("open_clip", "ViT-L-14", "openai", "DataComp's 224 px resize", "float16")
+RECIPE = EmbeddingRecipe("open_clip", "ViT-L-14", "openai", "DataComp's 224 px resize", "float16")
 
 
 def run(*args: str) -> subprocess.CompletedProcess:

@@ -86,7 +86,7 @@ def test_circular_eval_leaves_out_options_that_name_option_letters():
 
 
 def test_an_item_left_out_counts_by_its_one_answer():
-    from lmms_contam.detectors.circular import signal as circular
+    from lmms_contam.detectors.circular import circular_signal as circular
 
     def record(item, variant, correct):
         return ContamRecord("mmstar", item, item, variant, correct, n_options=2)

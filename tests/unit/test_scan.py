@@ -170,7 +170,7 @@ def test_clip_retrieval_layout_with_recipe_and_captions(vectors, tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from lmms_contam.corpus.embed import Recipe
+    from lmms_contam.corpus.embed import EmbeddingRecipe
     from lmms_contam.corpus.shards import lookup, open_corpus
 
     queries, corpus = vectors
@@ -185,7 +185,7 @@ def test_clip_retrieval_layout_with_recipe_and_captions(vectors, tmp_path):
         pq.write_table(table, tmp_path / "metadata" / f"metadata_{i}.parquet")
     with pytest.raises(ValueError, match="no recipe.json"):
         open_corpus(tmp_path)
-    recipe = Recipe("open_clip", "ViT-L-14", "openai", "Resize(224)", "float16")
+    recipe = EmbeddingRecipe("open_clip", "ViT-L-14", "openai", "Resize(224)", "float16")
     (tmp_path / "recipe.json").write_text(json.dumps(asdict(recipe)))
     shards, found_recipe = open_corpus(tmp_path)
     assert found_recipe == recipe and [s.offset for s in shards] == [0, len(parts[0]), len(parts[0]) + len(parts[1])]

@@ -11,7 +11,7 @@ from dataclasses import asdict
 import numpy as np
 import pytest
 
-from lmms_contam.corpus.embed import Recipe
+from lmms_contam.corpus.embed import EmbeddingRecipe
 from lmms_contam.corpus.index import IndexSettings, build_index, search_index
 from lmms_contam.corpus.scan import scan_shards
 from lmms_contam.corpus.shards import open_corpus
@@ -32,7 +32,7 @@ def corpus(tmp_path_factory):
     (folder / "img_emb").mkdir()
     for number, rows in enumerate(np.array_split(vectors, 3)):
         np.save(folder / "img_emb" / f"img_emb_{number}.npy", rows.astype(np.float16))
-    recipe = Recipe("test", "random", "none", "none", "float16")
+    recipe = EmbeddingRecipe("test", "random", "none", "none", "float16")
     (folder / "recipe.json").write_text(json.dumps(asdict(recipe)))
     queries = unit(rng.normal(size=(50, 64)))
     queries[: len(PLANTED)] = unit(vectors[PLANTED] + rng.normal(scale=0.04, size=(len(PLANTED), 64)))
