@@ -193,8 +193,14 @@ def _write_json(path: str | None, text: str) -> None:
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
-    from lmms_contam.corpus.scan import PRECISIONS
+    _add_embed_corpus(commands)
+    _add_embedders(commands)
+    _add_index_corpus(commands)
+    _add_scan(commands)
+    _add_bench_scan(commands)
 
+
+def _add_embed_corpus(commands: argparse._SubParsersAction) -> None:
     corpus = commands.add_parser(
         "embed-corpus",
         help="embed a corpus of images (folder, webdataset tars, parquet) for `scan`",
@@ -220,6 +226,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     corpus.add_argument("--gpus-per-actor", type=float, default=0.0, help="GPUs per actor with --ray (default 0)")
     corpus.set_defaults(run=_embed_corpus)
 
+
+def _add_embedders(commands: argparse._SubParsersAction) -> None:
     embedders = commands.add_parser(
         "embedders",
         help="list the named embedders (--embedder of scan, embed-corpus, bench-scan) and their thresholds",
@@ -229,6 +237,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     embedders.set_defaults(run=_embedders)
 
+
+def _add_index_corpus(commands: argparse._SubParsersAction) -> None:
     index = commands.add_parser(
         "index-corpus",
         help="build a faiss index of an embedded corpus, for repeated `scan --index` runs",
@@ -243,6 +253,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     index.add_argument("--out", help="index folder (default <corpus>/index)")
     index.set_defaults(run=_index_corpus)
 
+
+def _add_scan(commands: argparse._SubParsersAction) -> None:
     scan = commands.add_parser(
         "scan",
         help="image-only contamination rate of benchmarks against a corpus of image embeddings",
@@ -282,6 +294,14 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     scan.add_argument("--k", type=at_least(1), default=10, help="matches kept per eval image (default 10)")
     scan.add_argument("--originals", help=f"a local copy of the benchmark {ORIGINALS_DEFAULT}")
+    _add_scan_method_arguments(scan)
+    scan.set_defaults(run=_scan)
+
+
+def _add_scan_method_arguments(scan: argparse.ArgumentParser) -> None:
+    """How the corpus is searched: exactly (on Ray or not, at which precision) or through a faiss index."""
+    from lmms_contam.corpus.scan import PRECISIONS
+
     scan.add_argument(
         "--ray",
         nargs="?",
@@ -314,8 +334,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "where torch has oneDNN, else float32; float16 with --scan-device)",
     )
     scan.add_argument("--scan-device", default="cpu", help="torch device for float16/bfloat16 products (e.g. cuda)")
-    scan.set_defaults(run=_scan)
 
+
+def _add_bench_scan(commands: argparse._SubParsersAction) -> None:
     bench = commands.add_parser(
         "bench-scan",
         help="measure the scan and the embedding pipeline against baselines timed in the same run",

@@ -64,6 +64,11 @@ def _experiment(args: argparse.Namespace) -> int:
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
+    _add_demo(commands)
+    _add_experiment(commands)
+
+
+def _add_demo(commands: argparse._SubParsersAction) -> None:
     demo = commands.add_parser(
         "demo",
         help="the whole loop offline on the CPU in minutes: train, contaminate, evaluate, report",
@@ -99,6 +104,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     demo.set_defaults(run=_experiment)
 
+
+def _add_experiment(commands: argparse._SubParsersAction) -> None:
     full = commands.add_parser(
         "experiment",
         help="the full controlled-contamination experiment (3 seeds, 3 degrees, full and LoRA, control)",

@@ -9,8 +9,37 @@ from lmms_contam.commands.common import ORIGINALS_DEFAULT, add_failure_rate_argu
 from lmms_contam.registry.specs import SCANNABLE
 
 
+def _print_summary(benchmark: str, summary) -> None:
+    """What the judge found: the pre-filter's counts, the rate with its unjudged upper bound, the second judge's
+    agreement and each model's calls and cost."""
+    from lmms_contam.judge.candidates import MAX_CAPTION_CHARS
+
+    print(
+        f"{benchmark}: {summary.matched_with_captions} of {summary.samples} samples have captioned matches "
+        f"above {summary.threshold}; n-gram pre-filter rate {summary.prefilter_rate:.3f}"
+    )
+    if summary.matched_without_captions:
+        print(f"  notice: {summary.matched_without_captions} matched sample(s) have only empty captions")
+    if summary.captions_truncated:
+        print(
+            f"  notice: {summary.captions_truncated} caption(s) longer than {MAX_CAPTION_CHARS} characters "
+            "were cut to that length"
+        )
+    if judged := summary.judge:
+        counts = judged.counts
+        print(
+            f"{benchmark}: image-text contamination rate {judged.image_text_rate:.3f} "
+            f"({counts.get('answerable', 0)} answerable, {counts.get('not answerable', 0)} not, "
+            f"{counts.get('unjudged', 0)} unjudged: up to {judged.image_text_rate_upper:.3f})"
+        )
+        if agreement := judged.agreement:
+            print(f"  agreement with {agreement.second}: {agreement.agree} of {agreement.judged_by_both}")
+        for usage in judged.usage:
+            print(f"  {usage['model']}: {usage['calls']} calls, {usage['cache_hits']} cached, ${usage['cost_usd']}")
+
+
 def _judge(args: argparse.Namespace) -> int:
-    from lmms_contam.judge.candidates import MAX_CAPTION_CHARS, JudgeInputError
+    from lmms_contam.judge.candidates import JudgeInputError
     from lmms_contam.judge.caption_judge import DEFAULT_TEMPLATE, CaptionJudgeSettings
     from lmms_contam.judge.image_text_rate import judge_benchmark, second_judge
     from lmms_contam.llm import EndpointConfig, TooManyFailures
@@ -47,33 +76,16 @@ def _judge(args: argparse.Namespace) -> int:
             "already made are not asked again)",
             1,
         )
-    print(
-        f"{args.benchmark}: {summary.matched_with_captions} of {summary.samples} samples have captioned matches "
-        f"above {summary.threshold}; n-gram pre-filter rate {summary.prefilter_rate:.3f}"
-    )
-    if summary.matched_without_captions:
-        print(f"  notice: {summary.matched_without_captions} matched sample(s) have only empty captions")
-    if summary.captions_truncated:
-        print(
-            f"  notice: {summary.captions_truncated} caption(s) longer than {MAX_CAPTION_CHARS} characters "
-            "were cut to that length"
-        )
-    if judged := summary.judge:
-        counts = judged.counts
-        print(
-            f"{args.benchmark}: image-text contamination rate {judged.image_text_rate:.3f} "
-            f"({counts.get('answerable', 0)} answerable, {counts.get('not answerable', 0)} not, "
-            f"{counts.get('unjudged', 0)} unjudged: up to {judged.image_text_rate_upper:.3f})"
-        )
-        if agreement := judged.agreement:
-            print(f"  agreement with {agreement.second}: {agreement.agree} of {agreement.judged_by_both}")
-        for usage in judged.usage:
-            print(f"  {usage['model']}: {usage['calls']} calls, {usage['cache_hits']} cached, ${usage['cost_usd']}")
+    _print_summary(args.benchmark, summary)
     print(f"-> {Path(args.scans) / (args.benchmark + '.judge.json')}")
     return 0
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
+    _add_judge(commands)
+
+
+def _add_judge(commands: argparse._SubParsersAction) -> None:
     judge = commands.add_parser(
         "judge",
         help="image-text contamination rate: is a sample's answer in its matched corpus captions?",

@@ -106,6 +106,11 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
+    _add_perturb(commands)
+    _add_verify(commands)
+
+
+def _add_perturb(commands: argparse._SubParsersAction) -> None:
     perturb = commands.add_parser(
         "perturb",
         help="build a perturbed benchmark: answer swap, edit caption, Flux image edit, verification",
@@ -142,6 +147,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     add_failure_rate_argument(perturb)
     perturb.set_defaults(run=_perturb)
 
+
+def _add_verify(commands: argparse._SubParsersAction) -> None:
     verify = commands.add_parser(
         "verify",
         help="verify a perturbed set (imported or built): keep only counterfactuals that show the new answer",

@@ -66,6 +66,10 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
+    _add_report(commands)
+
+
+def _add_report(commands: argparse._SubParsersAction) -> None:
     report = commands.add_parser(
         "report",
         help="contamination verdicts from lmms-eval output folders (Markdown, JSON, HTML)",

@@ -166,6 +166,16 @@ def _push(args: argparse.Namespace) -> int:
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
+    _add_tasks_dir(commands)
+    _add_tasks(commands)
+    _add_datasets(commands)
+    _add_fetch(commands)
+    _add_export(commands)
+    _add_import(commands)
+    _add_push(commands)
+
+
+def _add_tasks_dir(commands: argparse._SubParsersAction) -> None:
     tasks_dir = commands.add_parser(
         "tasks-dir",
         help="print the folder of the plugin's task YAMLs (for lmms-eval --include_path)",
@@ -174,6 +184,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     tasks_dir.set_defaults(run=_tasks_dir)
 
+
+def _add_tasks(commands: argparse._SubParsersAction) -> None:
     tasks = commands.add_parser("tasks", help="the plugin's task YAMLs", description="The plugin's task YAMLs.")
     generate = tasks.add_subparsers(dest="tasks_command", required=True, metavar="ACTION").add_parser(
         "generate",
@@ -189,6 +201,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     generate.set_defaults(run=_generate_tasks)
 
+
+def _add_datasets(commands: argparse._SubParsersAction) -> None:
     sets = commands.add_parser(
         "datasets",
         help="show where each benchmark's perturbed set is found",
@@ -200,6 +214,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     sets.add_argument("--check", action="store_true", help="also load and validate each set (decodes every image)")
     sets.set_defaults(run=_datasets)
 
+
+def _add_fetch(commands: argparse._SubParsersAction) -> None:
     fetch = commands.add_parser("fetch", help="download released perturbed sets and import them for the tasks")
     releases = fetch.add_subparsers(dest="release", required=True, metavar="RELEASE")
     mm_perturb = releases.add_parser(
@@ -223,6 +239,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     mm_perturb.set_defaults(run=_fetch_mm_perturb)
 
+
+def _add_export(commands: argparse._SubParsersAction) -> None:
     export = commands.add_parser("export", help="write a resolved perturbed set as another harness's dataset")
     hosts = export.add_subparsers(dest="host", required=True, metavar="HOST")
     vlmevalkit = hosts.add_parser(
@@ -247,6 +265,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     vlmevalkit.add_argument("--lmudata", help="VLMEvalKit's data folder (default $LMUData, else ~/LMUData)")
     vlmevalkit.set_defaults(run=_export_vlmevalkit)
 
+
+def _add_import(commands: argparse._SubParsersAction) -> None:
     importer = commands.add_parser("import", help="import released perturbed sets, or precomputed corpus features")
     sources = importer.add_subparsers(dest="source", required=True, metavar="SOURCE")
     release = sources.add_parser(
@@ -285,6 +305,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     datacomp.add_argument("--key", default="l14_img", help="array to import (default l14_img; b32_img for ViT-B/32)")
     datacomp.set_defaults(run=_import_datacomp)
 
+
+def _add_push(commands: argparse._SubParsersAction) -> None:
     push = commands.add_parser(
         "push",
         help="push a perturbed set folder to a Hugging Face hub dataset repository",
