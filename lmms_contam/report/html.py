@@ -258,9 +258,10 @@ def _matches_section(rates: BenchmarkRates) -> str:
     return "".join(parts)
 
 
-def to_html(analysed: Analysed) -> str:
+def _perturbation_sections(analysed: Analysed) -> list[str]:
+    """The verdicts: summary sentences, leaderboard, accuracy plot, details and what a reader should know."""
     results, alpha, names = analysed.results, analysed.alpha, analysed.names
-    sections = ["<h1>Contamination report</h1>"]
+    sections: list[str] = []
     if results:
         sections += [
             '<ul class="summary">',
@@ -288,6 +289,12 @@ def to_html(analysed: Analysed) -> str:
                 *(f"<li>{html.escape(line)}</li>" for line in interval_sentences(analysed)),
                 "</ul>",
             ]
+    return sections
+
+
+def _category_sections(analysed: Analysed) -> list[str]:
+    results, names = analysed.results, analysed.names
+    sections: list[str] = []
     with_categories = [r for r in results if r.categories]
     if with_categories:
         limits = forest_axis_limits(with_categories)
@@ -298,6 +305,13 @@ def to_html(analysed: Analysed) -> str:
             for r in with_categories
         ]
         sections.append(_table(*category_rows(analysed)))
+    return sections
+
+
+def _other_method_sections(analysed: Analysed) -> list[str]:
+    """The corpus-side figures and the peer detectors."""
+    alpha = analysed.alpha
+    sections: list[str] = []
     if analysed.scanned:
         sections += [
             "<h2>Contaminated vs clean items</h2>",
@@ -317,6 +331,13 @@ def to_html(analysed: Analysed) -> str:
             _table(*rate_rows(analysed)),
         ]
         sections += [_matches_section(rates) for rates in analysed.rates]
+    return sections
+
+
+def _evidence_sections(analysed: Analysed) -> list[str]:
+    """NaturalBench's group metrics and the flagged items' image pairs."""
+    results, names = analysed.results, analysed.names
+    sections: list[str] = []
     for r in results:
         if r.group_metrics:
             rows = [
@@ -335,7 +356,13 @@ def to_html(analysed: Analysed) -> str:
             section, shown = _flagged_section(r, names[r.model], room)
             sections.append(section)
             room -= shown
-    if names:
+    return sections
+
+
+def to_html(analysed: Analysed) -> str:
+    sections = ["<h1>Contamination report</h1>", *_perturbation_sections(analysed), *_category_sections(analysed)]
+    sections += [*_other_method_sections(analysed), *_evidence_sections(analysed)]
+    if analysed.names:
         sections += ["<h2>Models</h2>", _table(*model_rows(analysed))]
     body = "\n".join(sections)
     return (

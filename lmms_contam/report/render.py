@@ -119,6 +119,74 @@ CATEGORY_LEGEND = (
 )
 
 
+def _result_json(r: BenchmarkResult, display_name: str) -> dict:
+    return {
+        "model": r.model,
+        "display_name": display_name,
+        "benchmark": r.benchmark,
+        "verdict": r.verdict,
+        "n_pairs": r.comparison.n_pairs,
+        "acc_original": r.comparison.acc_original,
+        "acc_original_ci": list(r.ci_original),
+        "acc_perturbed": r.comparison.acc_perturbed,
+        "acc_perturbed_ci": list(r.ci_perturbed),
+        "delta": r.comparison.delta,
+        "delta_ci": [r.comparison.ci_low, r.comparison.ci_high],
+        "mcnemar_p": r.comparison.mcnemar_p,
+        "p_adjusted": r.p_adjusted,
+        "right_to_wrong": r.comparison.right_to_wrong,
+        "wrong_to_right": r.comparison.wrong_to_right,
+        "categories": [
+            {
+                "name": c.name,
+                "n": c.n,
+                "acc_original": c.acc_original,
+                "acc_perturbed": c.acc_perturbed,
+                "delta": c.delta,
+                "delta_ci": [c.ci_low, c.ci_high],
+            }
+            for c in r.categories
+        ],
+        "group_metrics": r.group_metrics,
+        "flagged": [
+            {
+                "item_id": f.original.item_id,
+                "original_id": f.original.original_id,
+                "gold_original": f.original.gold,
+                "gold_perturbed": f.perturbed.gold,
+                "response_original": f.original.response,
+                "response_perturbed": f.perturbed.response,
+            }
+            for f in r.flagged
+        ],
+        "sources": r.sources,
+        "host": r.host,
+        "answer_matching": r.matching,
+        "notes": r.notes,
+        "accuracy_averaged_over": "categories" if r.averages_strata else "items",
+        "interval_vs_test": r.interval_vs_test or None,
+        "set": r.scored_set.as_dict() if r.scored_set else None,
+    }
+
+
+def _scanned_json(r: ScannedResult, alpha: float) -> dict:
+    return {
+        "model": r.model,
+        "benchmark": r.benchmark,
+        "n_items": r.n_items,
+        "accuracy": r.accuracy,
+        "n_unscanned": r.n_unscanned,
+        "n_unjudged": r.n_unjudged,
+        "judged": r.judged,
+        "source": r.source,
+        **{
+            kind: {"rate": r.rates[kind], **asdict(subset), "verdict": subset.verdict(alpha)}
+            for kind, subset in r.subsets.items()
+            if kind == IMAGE_ONLY or r.judged
+        },
+    }
+
+
 def to_json(analysed: Analysed) -> str:
     results, alpha = analysed.results, analysed.alpha
     payload = {
@@ -127,56 +195,7 @@ def to_json(analysed: Analysed) -> str:
         "alpha": alpha,
         "correction": "holm across each model's benchmarks",
         "summary": model_sentences(analysed),
-        "results": [
-            {
-                "model": r.model,
-                "display_name": analysed.names[r.model],
-                "benchmark": r.benchmark,
-                "verdict": r.verdict,
-                "n_pairs": r.comparison.n_pairs,
-                "acc_original": r.comparison.acc_original,
-                "acc_original_ci": list(r.ci_original),
-                "acc_perturbed": r.comparison.acc_perturbed,
-                "acc_perturbed_ci": list(r.ci_perturbed),
-                "delta": r.comparison.delta,
-                "delta_ci": [r.comparison.ci_low, r.comparison.ci_high],
-                "mcnemar_p": r.comparison.mcnemar_p,
-                "p_adjusted": r.p_adjusted,
-                "right_to_wrong": r.comparison.right_to_wrong,
-                "wrong_to_right": r.comparison.wrong_to_right,
-                "categories": [
-                    {
-                        "name": c.name,
-                        "n": c.n,
-                        "acc_original": c.acc_original,
-                        "acc_perturbed": c.acc_perturbed,
-                        "delta": c.delta,
-                        "delta_ci": [c.ci_low, c.ci_high],
-                    }
-                    for c in r.categories
-                ],
-                "group_metrics": r.group_metrics,
-                "flagged": [
-                    {
-                        "item_id": f.original.item_id,
-                        "original_id": f.original.original_id,
-                        "gold_original": f.original.gold,
-                        "gold_perturbed": f.perturbed.gold,
-                        "response_original": f.original.response,
-                        "response_perturbed": f.perturbed.response,
-                    }
-                    for f in r.flagged
-                ],
-                "sources": r.sources,
-                "host": r.host,
-                "answer_matching": r.matching,
-                "notes": r.notes,
-                "accuracy_averaged_over": "categories" if r.averages_strata else "items",
-                "interval_vs_test": r.interval_vs_test or None,
-                "set": r.scored_set.as_dict() if r.scored_set else None,
-            }
-            for r in results
-        ],
+        "results": [_result_json(r, analysed.names[r.model]) for r in results],
         "rates": [
             {
                 "benchmark": r.benchmark,
@@ -200,24 +219,7 @@ def to_json(analysed: Analysed) -> str:
             }
             for d in analysed.detectors
         ],
-        "scanned": [
-            {
-                "model": r.model,
-                "benchmark": r.benchmark,
-                "n_items": r.n_items,
-                "accuracy": r.accuracy,
-                "n_unscanned": r.n_unscanned,
-                "n_unjudged": r.n_unjudged,
-                "judged": r.judged,
-                "source": r.source,
-                **{
-                    kind: {"rate": r.rates[kind], **asdict(subset), "verdict": subset.verdict(alpha)}
-                    for kind, subset in r.subsets.items()
-                    if kind == IMAGE_ONLY or r.judged
-                },
-            }
-            for r in analysed.scanned
-        ],
+        "scanned": [_scanned_json(r, alpha) for r in analysed.scanned],
     }
     return json.dumps(_without_nan(payload), indent=2, allow_nan=False) + "\n"
 
