@@ -233,19 +233,7 @@ def run_experiment(setup: Setup, out: str | Path) -> Outcome:
         benchmark.build_test_set(recipe.test_items, test_set)
     root = out if setup.host == LMMS_EVAL else out / "vlmevalkit"
     models = root / "models"
-    specs: list[ModelSpec] = []
-    eval_dirs: list[Path] = []
-    for seed in setup.seeds:
-        seed_specs = plan(recipe, seed, setup.strategies, setup.control, setup.degrees)
-        folders = build_models(seed_specs, recipe, models, setup.host)
-        specs += seed_specs
-        log = root / "logs" / f"{setup.host}-seed{seed}.log"
-        if setup.host == VLMEVALKIT:
-            served = {served_name(spec): folders[spec.name] for spec in seed_specs}
-            eval_dirs.append(evaluate_vlmevalkit(served, test_set, root / "eval" / f"seed{seed}", log))
-            continue
-        tasks = {s.name: (PERTURBATION_TASK, *(DETECTOR_TASKS if setup.runs_detectors(s) else ())) for s in seed_specs}
-        eval_dirs += evaluate(folders, tasks, test_set, out / "eval" / f"seed{seed}", log).values()
+    specs, eval_dirs = _train_and_evaluate(setup, test_set, out, root)
     with resolving(test_set):  # the report shows flagged image pairs from the set the tasks read
         analysed, _ = build_report(
             read_runs(eval_dirs),
@@ -270,17 +258,41 @@ def run_experiment(setup: Setup, out: str | Path) -> Outcome:
         seconds=time.monotonic() - started,
         image_only=image_only,
     )
+    _write_summary(setup, outcome, root / "experiment.json")
+    return outcome
+
+
+def _train_and_evaluate(setup: Setup, test_set: Path, out: Path, root: Path) -> tuple[list[ModelSpec], list[Path]]:
+    """Every seed's models, trained or reused, and the folders of the harness's runs on them: what the report
+    reads."""
+    specs: list[ModelSpec] = []
+    eval_dirs: list[Path] = []
+    for seed in setup.seeds:
+        seed_specs = plan(setup.recipe, seed, setup.strategies, setup.control, setup.degrees)
+        folders = build_models(seed_specs, setup.recipe, root / "models", setup.host)
+        specs += seed_specs
+        log = root / "logs" / f"{setup.host}-seed{seed}.log"
+        if setup.host == VLMEVALKIT:
+            served = {served_name(spec): folders[spec.name] for spec in seed_specs}
+            eval_dirs.append(evaluate_vlmevalkit(served, test_set, root / "eval" / f"seed{seed}", log))
+            continue
+        tasks = {s.name: (PERTURBATION_TASK, *(DETECTOR_TASKS if setup.runs_detectors(s) else ())) for s in seed_specs}
+        eval_dirs += evaluate(folders, tasks, test_set, out / "eval" / f"seed{seed}", log).values()
+    return specs, eval_dirs
+
+
+def _write_summary(setup: Setup, outcome: Outcome, path: Path) -> None:
+    """experiment.json: what the tests and a later reader check, written whole or not at all."""
     summary = {
         "setup": asdict(setup),
-        "rows": [asdict(r) for r in rows],
+        "rows": [asdict(r) for r in outcome.rows],
         "checks": [asdict(c) for c in outcome.checks],
-        "image_only": image_only,
+        "image_only": outcome.image_only,
         "passed": outcome.passed,
         "seconds": round(outcome.seconds, 1),
     }
-    with atomic_path(root / "experiment.json") as tmp:
+    with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(summary, indent=2))
-    return outcome
 
 
 def served_name(spec: ModelSpec) -> str:

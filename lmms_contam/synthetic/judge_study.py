@@ -231,13 +231,7 @@ def run_judge_study(study: JudgeStudy, out: str | Path) -> JudgeOutcome:
     out = Path(out).resolve()
     setup = study.flaws.setup
     experiment.claim_folder(out, setup)
-    specs: list[ModelSpec] = []
-    folders: dict[str, Path] = {}
-    for seed in setup.seeds:
-        seed_specs = plan(setup.recipe, seed, setup.strategies, setup.control, (study.flaws.degree,))
-        built = build_models(seed_specs, setup.recipe, out / "models")
-        specs += seed_specs
-        folders |= {f"seed{seed}-{name}": folder for name, folder in built.items()}
+    specs, folders = _models(study, out)
     recipe = PerturbConfig.from_yaml(RECIPE)
     cells, checks = [], []
     for rate in study.rates:
@@ -273,19 +267,37 @@ def run_judge_study(study: JudgeStudy, out: str | Path) -> JudgeOutcome:
         cell = next(c for c in cells if (c.rate, c.keep_flawed, c.reject_good, c.seed) == (rate, *worst, clean.seed))
         checks.append(shortcut_check(cell, folder, clean, folders[f"seed{clean.seed}-{clean.name}"], entries, out))
     outcome = JudgeOutcome(cells, checks + check_judge_study(cells), time.monotonic() - started)
+    _write_summary(study, outcome, out / "judges.json")
+    plot(outcome, out / "judges.png")
+    return outcome
+
+
+def _models(study: JudgeStudy, out: Path) -> tuple[list[ModelSpec], dict[str, Path]]:
+    """The flaw study's models (trained once, reused), by seed-qualified name."""
+    setup = study.flaws.setup
+    specs: list[ModelSpec] = []
+    folders: dict[str, Path] = {}
+    for seed in setup.seeds:
+        seed_specs = plan(setup.recipe, seed, setup.strategies, setup.control, (study.flaws.degree,))
+        built = build_models(seed_specs, setup.recipe, out / "models")
+        specs += seed_specs
+        folders |= {f"seed{seed}-{name}": folder for name, folder in built.items()}
+    return specs, folders
+
+
+def _write_summary(study: JudgeStudy, outcome: JudgeOutcome, path: Path) -> None:
+    """judges.json: what the tests and a later reader check, written whole or not at all."""
     summary = {
         "setup": asdict(study),
-        "cells": [asdict(c) for c in cells],
+        "cells": [asdict(c) for c in outcome.cells],
         "safe_keep_flawed": outcome.safe_keep_flawed(),
         "safe_calibrated_keep_flawed": outcome.safe_calibrated_keep_flawed(),
         "checks": [asdict(c) for c in outcome.checks],
         "passed": outcome.passed,
         "seconds": round(outcome.seconds, 1),
     }
-    with atomic_path(out / "judges.json") as tmp:
+    with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(summary, indent=2))
-    plot(outcome, out / "judges.png")
-    return outcome
 
 
 def plot(outcome: JudgeOutcome, path: Path) -> Path:
