@@ -10,12 +10,16 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lmms_contam.benchmarks import loaders
 from lmms_contam.corpus import scan
 from lmms_contam.corpus.scan_files import read_scan
 from lmms_contam.items import Item
 from lmms_contam.letters import option_letters
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 MAX_CAPTION_CHARS = 500  # alt-text is short; a longer caption is cut here, with a notice
 
@@ -58,17 +62,10 @@ def _answer_text(item: Item) -> str:
     return item.answer  # open-ended: the answer is its own text
 
 
-def build(
-    scans: str | Path, benchmark: str, originals: str | None, threshold: float | None = None, top_k: int | None = None
-) -> ScanInput:
-    """Candidates from a scan; threshold defaults to the scan's own (the image-only threshold)."""
-    scans = Path(scans)
-    summary, matches = read_scan(scans, benchmark)
-    threshold = summary["threshold"] if threshold is None else threshold
-    top_k = summary["k"] if top_k is None else top_k
-    rows = loaders.load_rows(benchmark, originals)
-    eval_ids = loaders.scanned_ids(benchmark, rows)  # no image decoded: the judge reads text only
-    scanned = [str(i) for i in matches["original_id"]]
+def _check_scanned_ids(
+    scans: Path, benchmark: str, originals: str | None, summary: dict, eval_ids: list[str], scanned: list[str]
+) -> None:
+    """Captions matched against another copy of the benchmark would be judged against the wrong questions."""
     expected = summary.get("eval_ids_sha256")
     if expected is not None and scan.ids_sha256(eval_ids) != expected:
         raise JudgeInputError(
@@ -79,6 +76,12 @@ def build(
     missing = [i for i in scanned if i not in known]
     if missing:
         raise JudgeInputError(f"{benchmark}: {len(missing)} scanned id(s) are not in the benchmark (e.g. {missing[0]})")
+
+
+def _captioned_matches(
+    scans: Path, benchmark: str, matches: pd.DataFrame, threshold: float, top_k: int
+) -> tuple[list[tuple[str, list[tuple[str, float]]]], int, int]:
+    """Only a caption above the threshold gives the judge text to read; matches without one are only counted."""
     found, without_captions, truncated = [], 0, 0
     for number, row in enumerate(matches.itertuples()):
         if len(row.top_captions) != len(row.top_similarities):
@@ -99,6 +102,22 @@ def build(
             continue
         truncated += sum(len(c) > MAX_CAPTION_CHARS for c, _ in captioned)
         found.append((str(row.original_id), captioned))
+    return found, without_captions, truncated
+
+
+def build(
+    scans: str | Path, benchmark: str, originals: str | None, threshold: float | None = None, top_k: int | None = None
+) -> ScanInput:
+    """Candidates from a scan; threshold defaults to the scan's own (the image-only threshold)."""
+    scans = Path(scans)
+    summary, matches = read_scan(scans, benchmark)
+    threshold = summary["threshold"] if threshold is None else threshold
+    top_k = summary["k"] if top_k is None else top_k
+    rows = loaders.load_rows(benchmark, originals)
+    eval_ids = loaders.scanned_ids(benchmark, rows)  # no image decoded: the judge reads text only
+    scanned = [str(i) for i in matches["original_id"]]
+    _check_scanned_ids(scans, benchmark, originals, summary, eval_ids, scanned)
+    found, without_captions, truncated = _captioned_matches(scans, benchmark, matches, threshold, top_k)
     items = loaders.items_of(benchmark, rows, {original_id for original_id, _ in found})
     candidates = [
         MatchedSample(

@@ -18,7 +18,7 @@ from lmms_contam.atomic import atomic_path
 from lmms_contam.judge import ANSWERABLE, UNJUDGED
 from lmms_contam.judge import candidates as candidates_mod
 from lmms_contam.judge.caption_judge import DEFAULT_TEMPLATE, CaptionJudgeSettings, judge_captions
-from lmms_contam.judge.ngram import prefilter
+from lmms_contam.judge.ngram import PrefilterHit, prefilter
 from lmms_contam.llm import CallOutcomes, ChatClient, EndpointConfig, TooManyFailures, failure_problems
 from lmms_contam.store import StageStore
 
@@ -134,6 +134,78 @@ def _agreement(first: list[dict], second: list[dict], label: str) -> Agreement:
     )
 
 
+def _prefilter_rows(candidates: list[candidates_mod.MatchedSample], hits: list[PrefilterHit | None]) -> list[dict]:
+    """The parquet keeps each candidate's evidence so a reader can check why it was flagged."""
+    return [
+        {
+            "original_id": c.original_id,
+            "captions": list(c.captions),
+            "similarities": list(c.similarities),
+            "prefilter_hit": hit is not None,
+            "prefilter_gram": hit.gram if hit else None,
+            "prefilter_caption": hit.caption + 1 if hit else None,
+        }
+        for c, hit in zip(candidates, hits, strict=True)
+    ]
+
+
+def _add_judge_columns(rows: list[dict], results: list[tuple[list[dict], dict, CallOutcomes]]) -> None:
+    """Every judge's verdict sits beside the pre-filter's so disagreements can be read row by row."""
+    for number, (records, _, _) in enumerate(results, 1):
+        for row, record in zip(rows, records, strict=True):
+            row.update(
+                {
+                    f"judge{number}_outcome": record["outcome"],
+                    f"judge{number}_caption": record["caption"],
+                    f"judge{number}_reason": record["reason"],
+                }
+            )
+
+
+def _judge_candidates(
+    scans: Path,
+    benchmark: str,
+    data: candidates_mod.ScanInput,
+    rows: list[dict],
+    endpoint: EndpointConfig,
+    settings: CaptionJudgeSettings | None,
+    second: EndpointConfig | None,
+    max_failure_rate: float,
+) -> Verdicts:
+    """An n-gram overlap is only a hint; the rate counts the captions a judge found to give the answer away."""
+    settings = settings or CaptionJudgeSettings.from_file(DEFAULT_TEMPLATE)
+    store = StageStore(scans / "judge-cache")
+    judges = [(endpoint, 0)]
+    if second is not None:
+        judges.append((second, 1 if second == endpoint else 0))
+    results = [_verdicts(e, settings, store, data.candidates, replica, benchmark) for e, replica in judges]
+    _add_judge_columns(rows, results)
+    counts = Counter(r["outcome"] for r in results[0][0])
+    problems = failure_problems([outcomes for _, _, outcomes in results], max_failure_rate)
+    agreement = None
+    if second is not None:
+        label = second.model + (" (another seed)" if second == endpoint else "")
+        agreement = _agreement(results[0][0], results[1][0], label)
+    return Verdicts(
+        settings=settings.described(),
+        counts=dict(counts),
+        image_text_rate=counts[ANSWERABLE] / data.samples,
+        image_text_rate_upper=(counts[ANSWERABLE] + counts[UNJUDGED]) / data.samples,
+        usage=[usage for _, usage, _ in results],
+        complete=not problems,
+        problems=problems,
+        agreement=agreement,
+    )
+
+
+def _write_outputs(scans: Path, benchmark: str, rows: list[dict], summary: JudgeSummary) -> None:
+    """Written atomically so the report never reads a half-written judgement, even after a crash."""
+    with atomic_path(scans / f"{benchmark}.judge.parquet") as tmp:
+        pd.DataFrame(rows, columns=list(rows[0]) if rows else ["original_id"]).to_parquet(tmp)
+    with atomic_path(scans / f"{benchmark}.judge.json") as tmp:
+        tmp.write_text(json.dumps(summary.as_dict(), indent=2) + "\n")
+
+
 def judge_benchmark(
     scans: str | Path,
     benchmark: str,
@@ -155,50 +227,10 @@ def judge_benchmark(
     scans = Path(scans)
     data = candidates_mod.build(scans, benchmark, originals, threshold, top_k)
     hits = [prefilter(c) for c in data.candidates]
-    rows = [
-        {
-            "original_id": c.original_id,
-            "captions": list(c.captions),
-            "similarities": list(c.similarities),
-            "prefilter_hit": hit is not None,
-            "prefilter_gram": hit.gram if hit else None,
-            "prefilter_caption": hit.caption + 1 if hit else None,
-        }
-        for c, hit in zip(data.candidates, hits, strict=True)
-    ]
+    rows = _prefilter_rows(data.candidates, hits)
     verdicts = None
     if endpoint is not None:
-        settings = settings or CaptionJudgeSettings.from_file(DEFAULT_TEMPLATE)
-        store = StageStore(scans / "judge-cache")
-        judges = [(endpoint, 0)]
-        if second is not None:
-            judges.append((second, 1 if second == endpoint else 0))
-        results = [_verdicts(e, settings, store, data.candidates, replica, benchmark) for e, replica in judges]
-        for number, (records, _, _) in enumerate(results, 1):
-            for row, record in zip(rows, records, strict=True):
-                row.update(
-                    {
-                        f"judge{number}_outcome": record["outcome"],
-                        f"judge{number}_caption": record["caption"],
-                        f"judge{number}_reason": record["reason"],
-                    }
-                )
-        counts = Counter(r["outcome"] for r in results[0][0])
-        problems = failure_problems([outcomes for _, _, outcomes in results], max_failure_rate)
-        agreement = None
-        if second is not None:
-            label = second.model + (" (another seed)" if second == endpoint else "")
-            agreement = _agreement(results[0][0], results[1][0], label)
-        verdicts = Verdicts(
-            settings=settings.described(),
-            counts=dict(counts),
-            image_text_rate=counts[ANSWERABLE] / data.samples,
-            image_text_rate_upper=(counts[ANSWERABLE] + counts[UNJUDGED]) / data.samples,
-            usage=[usage for _, usage, _ in results],
-            complete=not problems,
-            problems=problems,
-            agreement=agreement,
-        )
+        verdicts = _judge_candidates(scans, benchmark, data, rows, endpoint, settings, second, max_failure_rate)
     summary = JudgeSummary(
         judge_version=JUDGE_VERSION,
         benchmark=benchmark,
@@ -214,10 +246,7 @@ def judge_benchmark(
         prefilter_rate=sum(h is not None for h in hits) / data.samples if data.samples else float("nan"),
         judge=verdicts,
     )
-    with atomic_path(scans / f"{benchmark}.judge.parquet") as tmp:
-        pd.DataFrame(rows, columns=list(rows[0]) if rows else ["original_id"]).to_parquet(tmp)
-    with atomic_path(scans / f"{benchmark}.judge.json") as tmp:
-        tmp.write_text(json.dumps(summary.as_dict(), indent=2) + "\n")
+    _write_outputs(scans, benchmark, rows, summary)
     if verdicts is not None and verdicts.problems:
         raise TooManyFailures("; ".join(verdicts.problems))
     return summary
