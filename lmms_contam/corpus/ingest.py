@@ -259,6 +259,16 @@ def shard_inputs(chunk: list[CorpusRecord], recipe: EmbeddingRecipe) -> str:
     return digest({"records": records, "recipe": asdict(recipe)})
 
 
+def _pin_recipe(out: Path, recipe: EmbeddingRecipe) -> None:
+    """Record the recipe in a new corpus, or refuse another: one corpus's vectors must all be comparable."""
+    recipe_path = out / "recipe.json"
+    if recipe_path.exists():
+        require_same_recipe(recipe, read_recipe(recipe_path), f"{out}")
+    else:
+        with atomic_path(recipe_path) as tmp:
+            tmp.write_text(json.dumps(asdict(recipe), indent=2))
+
+
 def embed_corpus(
     source: str | Path,
     out: str | Path,
@@ -278,12 +288,7 @@ def embed_corpus(
         raise ValueError(f"shard size must be positive, got {shard_size}")
     source, out = Path(source).resolve(), Path(out).resolve()
     stream = records(source, image_column)  # a missing source is refused before anything is written
-    recipe_path = out / "recipe.json"
-    if recipe_path.exists():
-        require_same_recipe(embedder.recipe, read_recipe(recipe_path), f"{out}")
-    else:
-        with atomic_path(recipe_path) as tmp:
-            tmp.write_text(json.dumps(asdict(embedder.recipe), indent=2))
+    _pin_recipe(out, embedder.recipe)
     begin_corpus(out)
     engine = engine or LocalEmbedding(embedder, decode_threads)
     counts = {"shards": 0, "shards_reused": 0, "embedded": 0, "skipped": 0}

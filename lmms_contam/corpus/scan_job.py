@@ -13,11 +13,11 @@ from tqdm.auto import tqdm
 
 from lmms_contam.atomic import atomic_path
 from lmms_contam.corpus import scan
-from lmms_contam.corpus.embed import Embedder, read_embeddings, require_same_recipe, write_embeddings
+from lmms_contam.corpus.embed import Embedder, EmbeddingRecipe, read_embeddings, require_same_recipe, write_embeddings
 from lmms_contam.corpus.eval_sources import EvalSource, spec_of
 from lmms_contam.corpus.index import IndexSettings, search_index
 from lmms_contam.corpus.runners import LocalRunner, RayRunner
-from lmms_contam.corpus.shards import lookup, open_corpus
+from lmms_contam.corpus.shards import EmbeddingShard, lookup, open_corpus
 from lmms_contam.fingerprint import digest
 
 
@@ -72,6 +72,60 @@ def eval_embeddings(source: EvalSource, embedder, work: Path) -> tuple[np.ndarra
     return vectors, ids
 
 
+def _exact_scan(
+    vectors: np.ndarray,
+    shards: list[EmbeddingShard],
+    corpus_recipe: EmbeddingRecipe,
+    work: Path,
+    *,
+    k: int,
+    threshold: float,
+    runner: LocalRunner | RayRunner,
+    precision: str,
+    scan_device: str,
+) -> tuple[scan.TopK, dict]:
+    """The exact streaming scan, shaped like search_index's (result, mode) so the summary records either alike."""
+    precision = scan.resolve_precision(precision, scan_device)
+    result = scan.scan_shards(
+        vectors,
+        [(s.name, s.vectors, s.offset) for s in shards],
+        work,
+        k=k,
+        count_above=threshold,
+        runner=runner,
+        precision=precision,
+        device=scan_device,
+        inputs={"corpus_recipe": asdict(corpus_recipe)},
+    )
+    mode = {
+        "kind": "exact streaming scan",
+        "runner": runner.name,
+        "precision": precision,
+        # Shards whose worker or node died mid-scan, scanned again: {"job": shard name, "lost": error}.
+        "resubmitted_after_a_lost_worker": list(runner.resubmitted),
+    }
+    return result, mode
+
+
+def _match_rows(ids: list[str], result: scan.TopK, evidence: list[dict], k: int) -> list[dict]:
+    """One matches-file row per eval image, so a reader sees each image's top-k with its captions and urls."""
+    rows = []
+    for row, original_id in enumerate(ids):
+        matches = evidence[row * k : (row + 1) * k]
+        rows.append(
+            {
+                "original_id": original_id,
+                "max_similarity": float(result.sims[row, 0]),
+                "matches_above_threshold": int(result.above[row]),
+                "top_ids": result.ids[row].tolist(),
+                "top_similarities": result.sims[row].tolist(),
+                "top_captions": [m["caption"] for m in matches],
+                "top_urls": [m["url"] for m in matches],
+            }
+        )
+    return rows
+
+
 def scan_source(
     source: EvalSource,
     corpus: str | Path,
@@ -96,42 +150,20 @@ def scan_source(
     work = out / "work" / f"{source.name}-{hashlib.sha256(source.description.encode()).hexdigest()[:12]}"
     vectors, ids = eval_embeddings(source, embedder, work)
     if index is None:
-        precision = scan.resolve_precision(precision, scan_device)
-        result = scan.scan_shards(
+        result, mode = _exact_scan(
             vectors,
-            [(s.name, s.vectors, s.offset) for s in shards],
+            shards,
+            corpus_recipe,
             work,
             k=k,
-            count_above=threshold,
+            threshold=threshold,
             runner=runner,
             precision=precision,
-            device=scan_device,
-            inputs={"corpus_recipe": asdict(corpus_recipe)},
+            scan_device=scan_device,
         )
-        mode = {
-            "kind": "exact streaming scan",
-            "runner": runner.name,
-            "precision": precision,
-            # Shards whose worker or node died mid-scan, scanned again: {"job": shard name, "lost": error}.
-            "resubmitted_after_a_lost_worker": list(runner.resubmitted),
-        }
     else:
         result, mode = search_index(vectors, corpus, k, threshold, index)
-    evidence = lookup(shards, result.ids)
-    rows = []
-    for row, original_id in enumerate(ids):
-        matches = evidence[row * k : (row + 1) * k]
-        rows.append(
-            {
-                "original_id": original_id,
-                "max_similarity": float(result.sims[row, 0]),
-                "matches_above_threshold": int(result.above[row]),
-                "top_ids": result.ids[row].tolist(),
-                "top_similarities": result.sims[row].tolist(),
-                "top_captions": [m["caption"] for m in matches],
-                "top_urls": [m["url"] for m in matches],
-            }
-        )
+    rows = _match_rows(ids, result, lookup(shards, result.ids), k)
     sweep = sorted({*scan.THRESHOLDS, threshold})
     summary = ScanSummary(
         scan_version=scan.SCAN_VERSION,

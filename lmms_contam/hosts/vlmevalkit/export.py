@@ -185,6 +185,35 @@ def _kept_rows(table: pd.DataFrame, source: str) -> tuple[pd.DataFrame, dict[str
     return table, left_out
 
 
+def _export_table(
+    benchmark: str,
+    family: str,
+    name: str,
+    bound: VLMEvalKitBinding,
+    rows: datasets.Dataset,
+    set_manifest: str | None,
+    source: str,
+) -> tuple[pd.DataFrame, dict[str, str]]:
+    """The TSV's rows (one per version of each item VLMEvalKit reads as written) and the left-out items, built
+    and checked in memory so that a set that cannot be exported is refused before its TSV is written."""
+    for column in IMAGE_COLUMNS:
+        rows = rows.cast_column(column, datasets.Image(decode=False))
+    lines = [
+        _tsv_row(benchmark, bound, row, version, set_manifest)
+        for row in tqdm(rows, desc=f"exporting {name}", disable=len(rows) < 200)
+        for version in item_versions(benchmark, family, row)
+    ]
+    table = pd.DataFrame(lines)
+    if table["answer"].isna().any() or (table["answer"] == "").any():
+        raise PerturbedSetError(f"{source}: a version without a gold letter")
+    table, left_out = _kept_rows(table, source)
+    table["contam_dataset"], table["contam_family"], table["contam_rows"] = name, family, len(table)
+    table.insert(0, "index", [content_index(row) for row in table.to_dict("records")])
+    if table["index"].duplicated().any():
+        raise PerturbedSetError(f"{source}: two rows ask the same (a repeated item id?)")
+    return table, left_out
+
+
 def export_set(benchmark: str, family: str = CONTAM, lmudata: str | Path | None = None) -> Exported:
     """Write `<lmudata>/<dataset>.tsv` and its manifest from the set the tasks resolve (its verified subset
     when there is one); the dataset name says the benchmark and the family. Items that VLMEvalKit's reader
@@ -202,21 +231,7 @@ def export_set(benchmark: str, family: str = CONTAM, lmudata: str | Path | None 
     location = resolve(benchmark)
     rows = load_perturbed_set(benchmark)
     set_manifest = manifest_sha256(location)
-    for column in IMAGE_COLUMNS:
-        rows = rows.cast_column(column, datasets.Image(decode=False))
-    lines = [
-        _tsv_row(benchmark, bound, row, version, set_manifest)
-        for row in tqdm(rows, desc=f"exporting {name}", disable=len(rows) < 200)
-        for version in item_versions(benchmark, family, row)
-    ]
-    table = pd.DataFrame(lines)
-    if table["answer"].isna().any() or (table["answer"] == "").any():
-        raise PerturbedSetError(f"{location.value}: a version without a gold letter")
-    table, left_out = _kept_rows(table, location.value)
-    table["contam_dataset"], table["contam_family"], table["contam_rows"] = name, family, len(table)
-    table.insert(0, "index", [content_index(row) for row in table.to_dict("records")])
-    if table["index"].duplicated().any():
-        raise PerturbedSetError(f"{location.value}: two rows ask the same (a repeated item id?)")
+    table, left_out = _export_table(benchmark, family, name, bound, rows, set_manifest, location.value)
     tsv = folder / f"{name}.tsv"
     with atomic_path(tsv) as tmp:
         _write_tsv(table, tmp)
