@@ -16,7 +16,7 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -24,6 +24,7 @@ import datasets
 from tqdm.auto import tqdm
 
 from lmms_contam.detectors.registry import DETECTORS
+from lmms_contam.hosts.leaderboard import BuiltinAnswer, pair_originals, paired_note
 from lmms_contam.hosts.lmms_eval import NAME
 from lmms_contam.hosts.lmms_eval.bindings import BINDINGS, binding, builtin_task
 from lmms_contam.hosts.lmms_eval.scoring import AGGREGATIONS, task_metrics
@@ -481,29 +482,23 @@ def _add_originals_of_builtin_run(
         )
     prompts_differ = any(key in PROMPT_CHANGING for key in differing)
     originals, unchecked = _builtin_samples(source)
-    for item_id, versions in entry.items.items():
-        perturbed = versions[PERTURBED]
-        found = originals.get(perturbed.original_id)
-        if found is None:
-            raise ReportInputError(
-                f"{source.samples}: no item {perturbed.original_id} of {entry.benchmark}, which "
-                f"the perturbed run scored ({item_id}); pair runs of the same split"
-            )
-        what = _mismatch(perturbed, found, prompts.get((item_id, PERTURBED), ""), check_prompt=not prompts_differ)
-        if what:
-            raise ReportInputError(
-                f"{entry.model}, {entry.benchmark}: item {perturbed.original_id} is not the same item in "
-                f"{source.samples}:{found.line} and {perturbed_run.samples} ({what}): the built-in run is of "
-                "another version of the benchmark; pair runs of the set's own version"
-            )
-        versions[ORIGINAL] = replace(
-            perturbed, variant=ORIGINAL, correct=found.correct, gold=found.gold, response=found.response
+    answers = {
+        original_id: BuiltinAnswer(
+            correct=found.correct, gold=found.gold, response=found.response, where=f"{source.samples}:{found.line}"
         )
-    entry.sources[ORIGINAL] = str(source.samples)
+        for original_id, found in originals.items()
+    }
+    pair_originals(
+        entry,
+        str(source.samples),
+        answers,
+        lambda item_id, perturbed, _: _mismatch(
+            perturbed, originals[perturbed.original_id], prompts.get((item_id, PERTURBED), ""), not prompts_differ
+        ),
+    )
     unrescored = _rescore(entry, source, originals)
     notes = [
-        f"leaderboard mode: the originals from {source.samples.name} (lmms-eval's own task), "
-        f"{len(entry.items)} of its {len(originals)} items, each matched by its question, options and gold"
+        paired_note(source.samples.name, "lmms-eval's own task", entry, len(originals))
         + (" (gold only: the prompts differ)" if prompts_differ else "")
     ]
     if differing:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from lmms_contam.detectors.circular import CIRCULAR
 from lmms_contam.detectors.registry import DETECTORS
+from lmms_contam.hosts.leaderboard import BuiltinAnswer, pair_originals, paired_note
 from lmms_contam.hosts.vlmevalkit import NAME
 from lmms_contam.hosts.vlmevalkit.circular import circular_records
 from lmms_contam.hosts.vlmevalkit.hits import EXACT_MATCHING, rechecked
@@ -190,36 +191,28 @@ def _mismatch(own: dict, asked: dict) -> str:
 def _add_originals_of_own_run(entry: ModelBenchmark, result: ResultFile, asked: dict[str, dict]) -> None:
     """Leaderboard mode: each perturbed item's original version from a run of VLMEvalKit's own dataset of the
     benchmark, found by its index and checked by content (the same question and options as the perturbed row,
-    the set's original gold); the run's other items are left out."""
-    by_index = {cell_text(row["index"]): (number, row) for number, row in enumerate(result.table.to_dict("records"), 2)}
-    for item_id, versions in entry.items.items():
-        perturbed = versions[PERTURBED]
-        number, row = by_index.get(perturbed.original_id, (0, None))
-        if row is None:
-            raise ReportInputError(
-                f"{result.path}: no index {perturbed.original_id}, which the perturbed run scored ({item_id})"
-            )
-        what = _mismatch(row, asked[item_id])
-        if what:
-            raise ReportInputError(
-                f"{entry.model}, {entry.benchmark}: item {perturbed.original_id} is not the same item in "
-                f"{result.path} (row {number}) and {entry.sources[PERTURBED]} ({what}): the run is of another "
-                "version of the benchmark; pair runs of the set's own version"
-            )
-        versions[ORIGINAL] = replace(
-            perturbed,
-            variant=ORIGINAL,
+    the set's original gold)."""
+    rows = {cell_text(row["index"]): (number, row) for number, row in enumerate(result.table.to_dict("records"), 2)}
+    answers = {
+        index: BuiltinAnswer(
             correct=int(cell_text(row["hit"])),
             gold=cell_text(row["answer"]),
             response=cell_text(row["prediction"]),
+            where=f"{result.path} (row {number})",
         )
-    entry.sources[ORIGINAL] = str(result.path)
+        for index, (number, row) in rows.items()
+    }
+    pair_originals(
+        entry,
+        str(result.path),
+        answers,
+        lambda item_id, perturbed, _: _mismatch(rows[perturbed.original_id][1], asked[item_id]),
+    )
     entry.notes = (
         *entry.notes,
-        f"leaderboard mode: the originals from {result.path.name} (VLMEvalKit's own "
-        f"{result.dataset}), {len(entry.items)} of its {len(by_index)} items, each matched by its question, "
-        "options and gold; both runs ask with VLMEvalKit's multiple-choice prompt, but a model class that picks "
-        "its prompt by the dataset's name may see the two names differently",
+        paired_note(result.path.name, f"VLMEvalKit's own {result.dataset}", entry, len(rows))
+        + "; both runs ask with VLMEvalKit's multiple-choice prompt, but a model class that picks its prompt by the "
+        "dataset's name may see the two names differently",
     )
 
 
