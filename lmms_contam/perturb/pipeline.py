@@ -25,9 +25,9 @@ from lmms_contam.llm import ChatClient, TooManyFailures, failure_problems
 from lmms_contam.perturb.caption import write_caption
 from lmms_contam.perturb.config import PerturbConfig
 from lmms_contam.perturb.edit import Editor, EditRequest, FluxEditor
-from lmms_contam.perturb.review import Counterfactual, load_decisions, write_review
+from lmms_contam.perturb.review import Counterfactual, decide, load_decisions, write_review
 from lmms_contam.perturb.swap import swap_answer
-from lmms_contam.perturb.verify import CounterfactualJob, automatic_outcome, failure_reason, judge_job
+from lmms_contam.perturb.verify import CounterfactualJob, judge_job
 from lmms_contam.schema import SCHEMA_VERSION, manifest_beside, write_parquet
 from lmms_contam.store import StageStore
 
@@ -69,52 +69,21 @@ def perturb_benchmark(
     # 1. Swap: a new gold answer per item (this shard's share of them).
     ready = _swapped(benchmark, items, config.seed, counts)[index::count]
     # 2. Caption: the VLM's edit caption for each.
-    captioner = ChatClient(config.caption_endpoint, stage="caption")
-    captions = captioner.map(
-        lambda job: write_caption(captioner, store, job.key, job.item, job.new_answer, config.caption),
-        ready,
-        desc="caption",
-    )
-    captioned = []
-    for job, caption in zip(ready, captions, strict=True):
-        if isinstance(caption, BaseException):
-            counts["caption"][f"failed: {type(caption).__name__}"] += 1
-        else:
-            captioned.append(replace(job, caption=caption["caption"]))
+    captioner, captioned = _captioned(ready, config, store, counts["caption"])
     # 3. Edit: the counterfactual image of each, then its drift check.
     editor = editor or FluxEditor(config.generate)
     edited = _edited(captioned, editor, config, store)
     # 4. Judge each counterfactual (when the recipe has a judge).
-    judge_client = ChatClient(config.judge_endpoint, stage="judge") if config.judge is not None else None
-    verdicts = (
-        judge_client.map(judge_job(judge_client, store, config.judge), edited, desc="judge")
-        if judge_client
-        else [None] * len(edited)
-    )
+    judge_client, verdicts = _judged(edited, config, store)
     # 5. Decide: the automatic outcome, unless a human's decision in review.json overrides it.
     decisions = load_decisions(out / "review.json")
-    rows, candidates = [], []
-    for job, verdict in zip(edited, verdicts, strict=True):
-        if isinstance(verdict, BaseException):
-            counts["verify"][failure_reason(verdict)] += 1
-            continue
-        automatic = automatic_outcome(job.drifted, verdict)
-        candidates.append(Counterfactual(job, automatic))
-        decision = decisions.get(job.key, "auto")
-        if decision == "reject" or (decision == "auto" and automatic != "keep"):
-            counts["verify"][automatic if decision == "auto" else "human: reject"] += 1
-        else:
-            rows.append(_row(benchmark, job, store, config, verdict, decision))
+    candidates, accepted = _decide(edited, verdicts, decisions, counts["verify"])
+    rows = [_row(benchmark, job, store, config, verdict, decision) for job, verdict, decision in accepted]
     if count == 1:
         write_review(out, candidates, decisions)
     # 6. Write the set and its manifest, unless too many API calls failed (then nothing that looks complete).
     clients = [captioner, *([judge_client] if judge_client else [])]
-    summary = {
-        "items": len(ready) + sum(counts["load"].values()) + sum(counts["swap"].values()),
-        "kept": len(rows),
-        "skipped": {stage: dict(c) for stage, c in counts.items() if c},
-        "api_calls": {c.outcomes.stage: c.outcomes.as_dict() for c in clients},
-    }
+    summary = _summary(len(ready), len(rows), counts, clients)
     problems = failure_problems([c.outcomes for c in clients], max_failure_rate)
     if problems:
         if count == 1:
@@ -147,6 +116,25 @@ def _swapped(
     return jobs
 
 
+def _captioned(
+    jobs: list[CounterfactualJob], config: PerturbConfig, store: StageStore, failed: Counter
+) -> tuple[ChatClient, list[CounterfactualJob]]:
+    """Each job with the VLM's caption the edit follows (failures counted); its client too, for the call counts."""
+    captioner = ChatClient(config.caption_endpoint, stage="caption")
+    captions = captioner.map(
+        lambda job: write_caption(captioner, store, job.key, job.item, job.new_answer, config.caption),
+        jobs,
+        desc="caption",
+    )
+    captioned = []
+    for job, caption in zip(jobs, captions, strict=True):
+        if isinstance(caption, BaseException):
+            failed[f"failed: {type(caption).__name__}"] += 1
+        else:
+            captioned.append(replace(job, caption=caption["caption"]))
+    return captioner, captioned
+
+
 def _edited(
     jobs: list[CounterfactualJob], editor: Editor, config: PerturbConfig, store: StageStore
 ) -> list[CounterfactualJob]:
@@ -177,6 +165,48 @@ def _edited(
         job.with_image(Image.open(store.path(IMAGE_STAGE, job.key, ".png")).convert("RGB"), config.drift)
         for job in jobs
     ]
+
+
+def _judged(
+    jobs: list[CounterfactualJob], config: PerturbConfig, store: StageStore
+) -> tuple[ChatClient | None, list[dict | None | BaseException]]:
+    """The judge's verdict on each counterfactual, or None for each when the recipe leaves it to the drift check."""
+    judge_client = ChatClient(config.judge_endpoint, stage="judge") if config.judge is not None else None
+    verdicts = (
+        judge_client.map(judge_job(judge_client, store, config.judge), jobs, desc="judge")
+        if judge_client
+        else [None] * len(jobs)
+    )
+    return judge_client, verdicts
+
+
+def _decide(
+    jobs: list[CounterfactualJob],
+    verdicts: list[dict | None | BaseException],
+    decisions: dict[str, str],
+    rejected: Counter,
+) -> tuple[list[Counterfactual], list[tuple[CounterfactualJob, dict | None, str]]]:
+    """The candidates shown for review and the accepted items with their verdicts; rejections counted."""
+    candidates, accepted = [], []
+    for job, verdict in zip(jobs, verdicts, strict=True):
+        decided = decide(job, verdict, decisions)
+        if decided.candidate is not None:
+            candidates.append(decided.candidate)
+        if decided.kept:
+            accepted.append((job, verdict, decided.decision))
+        else:
+            rejected[decided.outcome] += 1
+    return candidates, accepted
+
+
+def _summary(swapped: int, kept: int, counts: dict[str, Counter], clients: list[ChatClient]) -> dict:
+    """The counts the manifest records whether or not the run completes, so that every item is accounted for."""
+    return {
+        "items": swapped + sum(counts["load"].values()) + sum(counts["swap"].values()),
+        "kept": kept,
+        "skipped": {stage: dict(c) for stage, c in counts.items() if c},
+        "api_calls": {c.outcomes.stage: c.outcomes.as_dict() for c in clients},
+    }
 
 
 def _write_manifest(

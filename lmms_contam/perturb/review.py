@@ -15,7 +15,7 @@ from pathlib import Path
 
 from lmms_contam.atomic import atomic_path
 from lmms_contam.imaging import thumbnail_uri
-from lmms_contam.perturb.verify import CounterfactualJob
+from lmms_contam.perturb.verify import CounterfactualJob, automatic_outcome, failure_reason
 
 DECISIONS = ("auto", "keep", "reject")
 
@@ -26,6 +26,32 @@ class Counterfactual:
 
     job: CounterfactualJob
     automatic: str  # "keep" or the reason for rejecting
+
+
+@dataclass(frozen=True)
+class Decided:
+    """One item after verification and review: what the perturbation pipeline and `verify` both keep or count."""
+
+    candidate: Counterfactual | None  # None where its verification failed
+    outcome: str  # what the manifest counts it as: "kept", "human: keep", "human: reject" or why it was rejected
+    decision: str  # the human's decision in review.json, or "auto"
+
+    @property
+    def kept(self) -> bool:
+        return self.outcome in ("kept", "human: keep")
+
+
+def decide(job: CounterfactualJob, verdict: dict | None | BaseException, decisions: dict[str, str]) -> Decided:
+    """The automatic outcome, unless a human's decision in review.json overrides it."""
+    if isinstance(verdict, BaseException):
+        return Decided(candidate=None, outcome=failure_reason(verdict), decision="auto")
+    automatic = automatic_outcome(job.drifted, verdict)
+    decision = decisions.get(job.key, "auto")
+    if decision == "reject" or (decision == "auto" and automatic != "keep"):
+        outcome = automatic if decision == "auto" else "human: reject"
+    else:
+        outcome = "kept" if decision == "auto" else "human: keep"
+    return Decided(candidate=Counterfactual(job, automatic), outcome=outcome, decision=decision)
 
 
 def load_decisions(path: Path) -> dict[str, str]:

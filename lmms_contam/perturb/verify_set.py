@@ -31,8 +31,13 @@ from lmms_contam.imaging import decoding_error
 from lmms_contam.items import Item
 from lmms_contam.llm import ChatClient, TooManyFailures, failure_problems
 from lmms_contam.perturb.config import PerturbConfig
-from lmms_contam.perturb.review import Counterfactual, load_decisions, write_review
-from lmms_contam.perturb.verify import JUDGE_STAGE, CounterfactualJob, automatic_outcome, failure_reason, judge_job
+from lmms_contam.perturb.review import Counterfactual, decide, load_decisions, write_review
+from lmms_contam.perturb.verify import (
+    JUDGE_STAGE,
+    CounterfactualJob,
+    DriftSettings,
+    judge_job,
+)
 from lmms_contam.schema import (
     VERIFIED_SUBSET,
     PerturbedSetError,
@@ -117,34 +122,14 @@ def verify_set(
     rows, benchmark = _read(source)
     store = StageStore(base / "verify-work")
     client = ChatClient(config.judge_endpoint, stage="judge")
-    jobs = [
-        CounterfactualJob(
-            key=row["item_id"],
-            item=_item(row, benchmark),
-            new_answer=row["new_answer"],
-            caption=json.loads(row["provenance"] or "{}").get("caption") or "",
-        ).with_image(row["image"].convert("RGB"), config.drift)
-        for row in rows
-    ]
+    jobs = _jobs(rows, benchmark, config.drift)
     verdicts = client.map(judge_job(client, store, config.judge), jobs, desc=f"verifying {benchmark}")
     problems = failure_problems([client.outcomes], max_failure_rate)
     if problems:
         raise TooManyFailures("; ".join(problems))
     out = base / VERIFIED_SUBSET
     decisions = load_decisions(out / "review.json")
-    outcomes, kept, candidates = Counter(), [], []
-    for number, (job, verdict) in enumerate(zip(jobs, verdicts, strict=True)):
-        if isinstance(verdict, BaseException):
-            outcomes[failure_reason(verdict)] += 1
-            continue
-        automatic = automatic_outcome(job.drifted, verdict)
-        candidates.append(Counterfactual(job, automatic))
-        decision = decisions.get(job.key, "auto")
-        if decision == "reject" or (decision == "auto" and automatic != "keep"):
-            outcomes[automatic if decision == "auto" else "human: reject"] += 1
-        else:
-            outcomes["kept" if decision == "auto" else "human: keep"] += 1
-            kept.append(number)
+    outcomes, kept, candidates = _decide(jobs, verdicts, decisions)
     write_review(out, candidates, decisions)
     manifest = {
         "kind": "lmms-contam verify",
@@ -158,13 +143,7 @@ def verify_set(
         "drift": config.resolved()["drift"],
         "api_calls": client.outcomes.as_dict(),
         "cost": store.cost(JUDGE_STAGE),
-        "verification": {
-            "verified": True,
-            "kept": len(kept),
-            "of": len(rows),
-            "by": f"lmms-contam verify (judge {config.judge_endpoint.model} and the drift check)",
-            **({"calibration": calibration} if calibration else {}),
-        },
+        "verification": _verification(config, len(kept), len(rows), calibration),
     }
     if not kept:
         earlier = " (an earlier run's subset there is left as it was)" if (out / "data.parquet").exists() else ""
@@ -186,3 +165,43 @@ def verify_set(
         judge_calls=cost["calls"],
         cost_usd=cost["usd"],
     )
+
+
+def _jobs(rows: datasets.Dataset, benchmark: str, drift: DriftSettings) -> list[CounterfactualJob]:
+    """The rows as the pipeline's jobs, so a set made anywhere gets the pipeline's judge and drift check."""
+    return [
+        CounterfactualJob(
+            key=row["item_id"],
+            item=_item(row, benchmark),
+            new_answer=row["new_answer"],
+            caption=json.loads(row["provenance"] or "{}").get("caption") or "",
+        ).with_image(row["image"].convert("RGB"), drift)
+        for row in rows
+    ]
+
+
+def _decide(
+    jobs: list[CounterfactualJob], verdicts: list[dict | BaseException], decisions: dict[str, str]
+) -> tuple[Counter, list[int], list[Counterfactual]]:
+    """Each item's outcome counted as the pipeline counts it, the kept items' positions, the candidates shown for
+    review."""
+    outcomes, kept, candidates = Counter(), [], []
+    for number, (job, verdict) in enumerate(zip(jobs, verdicts, strict=True)):
+        decided = decide(job, verdict, decisions)
+        outcomes[decided.outcome] += 1
+        if decided.candidate is not None:
+            candidates.append(decided.candidate)
+        if decided.kept:
+            kept.append(number)
+    return outcomes, kept, candidates
+
+
+def _verification(config: PerturbConfig, kept: int, of: int, calibration: dict | None) -> dict:
+    """The manifest's record of what verified the subset, which the report shows beside the scores on it."""
+    return {
+        "verified": True,
+        "kept": kept,
+        "of": of,
+        "by": f"lmms-contam verify (judge {config.judge_endpoint.model} and the drift check)",
+        **({"calibration": calibration} if calibration else {}),
+    }

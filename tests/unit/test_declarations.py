@@ -49,3 +49,32 @@ def test_no_constructor_call_has_more_than_three_positional_arguments():
         for line, name in _long_constructor_calls(path.read_text())
     ]
     assert not found, f"constructor calls to write with keyword arguments: {found}"
+
+
+MAX_FUNCTION_LINES = 60
+GENERATED = ("hosts/lmms_eval/task_functions.py",)  # written by `tasks generate`
+
+
+def _long_functions(source: str) -> list[tuple[str, int]]:
+    return [
+        (node.name, node.end_lineno - node.lineno + 1)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.end_lineno - node.lineno >= MAX_FUNCTION_LINES
+    ]
+
+
+def test_the_check_finds_a_long_function():
+    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES))
+    assert _long_functions(f"def long():\n{body}\n") == [("long", MAX_FUNCTION_LINES + 1)]
+    assert _long_functions(f"def short():\n{body.rsplit(chr(10), 1)[0]}\n") == []
+
+
+def test_no_function_is_longer_than_sixty_lines():
+    found = [
+        f"{path.relative_to(PACKAGE)}:{name} ({lines} lines)"
+        for path in _sources()
+        if str(path.relative_to(PACKAGE)) not in GENERATED
+        for name, lines in _long_functions(path.read_text())
+    ]
+    assert not found, f"functions to split where a reader would want a name: {found}"
