@@ -70,15 +70,28 @@ def _cell_probabilities(p: np.ndarray, q: np.ndarray, agreement: float) -> np.nd
     return cells / cells.sum(axis=-1, keepdims=True)
 
 
-def _draw(cell: Cell, sims: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Counts per simulated benchmark and stratum (right on both, lost, gained, wrong on both), the strata's
-    sizes, and their true accuracies on each side."""
+@dataclass(frozen=True)
+class Drawn:
+    counts: np.ndarray  # per simulated benchmark and stratum: right on both, lost, gained, wrong on both
+    trials: np.ndarray  # each stratum's size, per simulated benchmark
+    weight: np.ndarray  # each stratum's weight in the macro average
+    truth_original: float
+    truth_perturbed: float
+
+
+def _draw(cell: Cell, sims: int) -> Drawn:
     sizes = strata_sizes(cell.n, cell.design)
     p, q = _spread(cell.acc_original, sizes.size), _spread(cell.acc_perturbed, sizes.size)
     probabilities = _cell_probabilities(p, q, cell.agreement)
     rng = np.random.default_rng(stats.stable_seed("interval coverage", repr(cell)))
     counts = np.stack([rng.multinomial(s, c, sims) for s, c in zip(sizes, probabilities, strict=True)], axis=1)
-    return counts, sizes, p, q
+    return Drawn(
+        counts=counts,
+        trials=np.broadcast_to(sizes, counts.shape[:2]),
+        weight=np.full(counts.shape[:2], 1 / sizes.size),
+        truth_original=float(p.mean()),
+        truth_perturbed=float(q.mean()),
+    )
 
 
 def _measured(cell: Cell, low: np.ndarray, high: np.ndarray, truth: float, lowest: float) -> Measured:
@@ -93,19 +106,15 @@ def _measured(cell: Cell, low: np.ndarray, high: np.ndarray, truth: float, lowes
 
 def measure_accuracy(cell: Cell, sims: int, confidence: float = 0.95) -> Measured:
     """Coverage of the original side's accuracy interval (the perturbed side's is the same function)."""
-    counts, sizes, p, _ = _draw(cell, sims)
-    trials = np.broadcast_to(sizes, counts.shape[:2])
-    weight = np.full(counts.shape[:2], 1 / sizes.size)
-    low, high = stats.weighted_rate_interval(counts[..., 0] + counts[..., 1], trials, weight, confidence)
-    return _measured(cell, low, high, p.mean(), 0.0)
+    d = _draw(cell, sims)
+    low, high = stats.weighted_rate_interval(d.counts[..., 0] + d.counts[..., 1], d.trials, d.weight, confidence)
+    return _measured(cell, low, high, d.truth_original, 0.0)
 
 
 def measure_delta(cell: Cell, sims: int, confidence: float = 0.95) -> Measured:
-    counts, sizes, p, q = _draw(cell, sims)
-    trials = np.broadcast_to(sizes, counts.shape[:2])
-    weight = np.full(counts.shape[:2], 1 / sizes.size)
-    low, high = stats.delta_interval(counts[..., 1], counts[..., 2], trials, weight, confidence)
-    return _measured(cell, low, high, (q - p).mean(), -1.0)
+    d = _draw(cell, sims)
+    low, high = stats.delta_interval(d.counts[..., 1], d.counts[..., 2], d.trials, d.weight, confidence)
+    return _measured(cell, low, high, d.truth_perturbed - d.truth_original, -1.0)
 
 
 def delta_cells(sizes=SIZES, accuracies=ACCURACIES) -> list[Cell]:

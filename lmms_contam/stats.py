@@ -90,6 +90,16 @@ def _regularised(successes: np.ndarray, trials: np.ndarray) -> np.ndarray:
     return (successes + VARIANCE_PSEUDO) / (trials + 2 * VARIANCE_PSEUDO)
 
 
+def _weighted_variance(rate: np.ndarray, trials: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """The variance of sum(weight * rate) over independent groups of binomial draws."""
+    return (weight**2 * rate * (1 - rate) / trials).sum(axis=-1)
+
+
+def _recovered(first: np.ndarray, second: np.ndarray, correlation: np.ndarray) -> np.ndarray:
+    """MOVER: the distance from a difference to its limit, from its two terms' distances to theirs."""
+    return np.sqrt(np.maximum(first**2 + second**2 - 2 * correlation * first * second, 0))
+
+
 def weighted_rate_interval(successes, trials, weight, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
     """Interval of sum(weight * successes / trials) over groups (last axis; leading axes are independent data
     sets, as in a coverage simulation).
@@ -101,9 +111,8 @@ def weighted_rate_interval(successes, trials, weight, confidence: float = 0.95) 
     x, n, w = (np.asarray(v, dtype=float) for v in (successes, trials, weight))
     estimate = (w * x / n).sum(axis=-1)
     rate = _regularised(x, n)
-    variance = (w**2 * rate * (1 - rate) / n).sum(axis=-1)
     pooled = (w * rate).sum(axis=-1)
-    effective = np.minimum(pooled * (1 - pooled) / variance, n.sum(axis=-1))
+    effective = np.minimum(pooled * (1 - pooled) / _weighted_variance(rate, n, w), n.sum(axis=-1))
     return clopper_pearson(estimate * effective, effective, confidence)
 
 
@@ -123,21 +132,19 @@ def delta_interval(right_to_wrong, wrong_to_right, pairs, weight, confidence: fl
     gained_low, gained_high = weighted_rate_interval(c, n, w, confidence)
     rate_lost, rate_gained = _regularised(b, n), _regularised(c, n)
     covariance = -(w**2 * rate_lost * rate_gained / n).sum(axis=-1)
-    spread_lost = (w**2 * rate_lost * (1 - rate_lost) / n).sum(axis=-1)
-    spread_gained = (w**2 * rate_gained * (1 - rate_gained) / n).sum(axis=-1)
-    r = covariance / np.sqrt(spread_lost * spread_gained)
+    r = covariance / np.sqrt(_weighted_variance(rate_lost, n, w) * _weighted_variance(rate_gained, n, w))
     delta = gained - lost
-    below = (gained - gained_low, lost_high - lost)
-    above = (gained_high - gained, lost - lost_low)
-    low = delta - np.sqrt(np.maximum(below[0] ** 2 + below[1] ** 2 - 2 * r * below[0] * below[1], 0))
-    high = delta + np.sqrt(np.maximum(above[0] ** 2 + above[1] ** 2 - 2 * r * above[0] * above[1], 0))
+    low = delta - _recovered(gained - gained_low, lost_high - lost, r)
+    high = delta + _recovered(gained_high - gained, lost - lost_low, r)
     return np.clip(low, -1.0, 1.0), np.clip(high, -1.0, 1.0)
 
 
-def _strata_counts(strata: Sequence[str] | None, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """Each item's stratum number and the strata's sizes (one stratum without strata)."""
+def _strata_counts(strata: Sequence[str] | None, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each item's stratum number, the strata's sizes and their weights in a macro average (one stratum without
+    strata)."""
     labels = np.zeros(size, dtype=int) if strata is None else np.unique(np.asarray(strata), return_inverse=True)[1]
-    return labels, np.bincount(labels)
+    sizes = np.bincount(labels)
+    return labels, sizes, np.full(sizes.size, 1 / sizes.size)
 
 
 def paired_delta_ci(
@@ -151,10 +158,10 @@ def paired_delta_ci(
     a, b = np.asarray(original, dtype=int), np.asarray(perturbed, dtype=int)
     if a.size == 0:
         return float("nan"), float("nan")
-    labels, sizes = _strata_counts(strata, a.size)
+    labels, sizes, weights = _strata_counts(strata, a.size)
     lost = np.bincount(labels, weights=a & (1 - b), minlength=sizes.size)
     gained = np.bincount(labels, weights=(1 - a) & b, minlength=sizes.size)
-    low, high = delta_interval(lost, gained, sizes, np.full(sizes.size, 1 / sizes.size), confidence)
+    low, high = delta_interval(lost, gained, sizes, weights, confidence)
     return float(low), float(high)
 
 
@@ -237,9 +244,9 @@ def accuracy_ci(
     right = np.asarray(correct, dtype=int)
     if right.size == 0:
         return float("nan"), float("nan")
-    labels, sizes = _strata_counts(strata, right.size)
+    labels, sizes, weights = _strata_counts(strata, right.size)
     hits = np.bincount(labels, weights=right, minlength=sizes.size)
-    low, high = weighted_rate_interval(hits, sizes, np.full(sizes.size, 1 / sizes.size), confidence)
+    low, high = weighted_rate_interval(hits, sizes, weights, confidence)
     return float(low), float(high)
 
 
