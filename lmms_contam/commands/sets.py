@@ -42,7 +42,6 @@ def _generate_tasks(args: argparse.Namespace) -> int:
 
 def _datasets(args: argparse.Namespace) -> int:
     """Show where each benchmark's perturbed set resolves, and check it when asked; never downloads."""
-    from lmms_contam.registry.specs import PERTURBABLE
     from lmms_contam.schema import PerturbedSetError
     from lmms_contam.set_locations import NotFetchedYet, load_perturbed_set, resolve
 
@@ -92,29 +91,14 @@ def _fetch_mm_perturb(args: argparse.Namespace) -> int:
     return 0
 
 
-def _export_vlmevalkit(args: argparse.Namespace) -> int:
-    from lmms_contam.hosts.vlmevalkit.export import export_set
-    from lmms_contam.schema import PerturbedSetError
+def _export(args: argparse.Namespace) -> int:
+    from lmms_contam.hosts.base import ExportRefused
 
     try:
-        exported = export_set(args.benchmark, args.family, args.lmudata)
-    except (PerturbedSetError, ValueError) as exc:
+        lines = args.exporter.export(args)
+    except ExportRefused as exc:
         return stop("export", exc)
-    except OSError as exc:  # the TSV or its manifest could not be written: neither was published
-        return stop("export", f"cannot write the export ({exc}); nothing was exported")
-    record = exported.verification or {}
-    verified = (
-        ("verified: kept " + f"{record.get('kept')} of {record.get('of')}")
-        if record.get("verified")
-        else ("NOT verified: run `lmms-contam verify` first, or read a negative delta with care")
-    )
-    print(f"{exported.benchmark}: {exported.items} items, {exported.rows} rows -> {exported.tsv} ({verified})")
-    for item, why in exported.left_out.items():
-        print(f"  left out {item}: {why}")
-    print(
-        f"run it: python -m vlmeval --data {exported.dataset} --model MODEL --judge exact_matching "
-        f"(with LMUData={exported.tsv.parent}); then: lmms-contam report WORK_DIR"
-    )
+    print("\n".join(lines))
     return 0
 
 
@@ -241,29 +225,15 @@ def _add_fetch(commands: argparse._SubParsersAction) -> None:
 
 
 def _add_export(commands: argparse._SubParsersAction) -> None:
+    from lmms_contam.hosts.registry import HOSTS
+
     export = commands.add_parser("export", help="write a resolved perturbed set as another harness's dataset")
     hosts = export.add_subparsers(dest="host", required=True, metavar="HOST")
-    vlmevalkit = hosts.add_parser(
-        "vlmevalkit",
-        help="a VLMEvalKit custom multiple-choice dataset (a TSV in $LMUData)",
-        description="Write the set the tasks resolve for BENCHMARK (its verified subset when there is one) as "
-        "<LMUData>/<Name>_contam.tsv, which VLMEvalKit runs as a custom multiple-choice dataset with its own model "
-        "loaders, prompt and answer matching: python -m vlmeval --data MMStar_contam --model ... --judge "
-        "exact_matching. One row per version of every kept item (split = original | perturbed), with the ids "
-        "`lmms-contam report` pairs them by; a manifest beside it records the set and its verification. "
-        "--family writes one version (perturbed: pair it with an existing VLMEvalKit run of the benchmark) or a "
-        "peer detector's (option_shuffle, text_only), each under a name of its own. MME and NaturalBench are "
-        "refused with the reason: VLMEvalKit cannot score their yes/no questions from a TSV of ours.",
-    )
-    vlmevalkit.add_argument("benchmark", choices=PERTURBABLE)  # MME and NaturalBench: refused with the reason
-    vlmevalkit.add_argument(
-        "--family",
-        default="contam",
-        help="which versions of the items: contam (the default: both), perturbed, original, "
-        "option_shuffle or text_only",
-    )
-    vlmevalkit.add_argument("--lmudata", help="VLMEvalKit's data folder (default $LMUData, else ~/LMUData)")
-    vlmevalkit.set_defaults(run=_export_vlmevalkit)
+    for host in HOSTS.values():
+        if host.exporter is not None:
+            parser = hosts.add_parser(host.key, help=host.exporter.help, description=host.exporter.description)
+            host.exporter.add_arguments(parser)
+            parser.set_defaults(run=_export, exporter=host.exporter)
 
 
 def _add_import(commands: argparse._SubParsersAction) -> None:

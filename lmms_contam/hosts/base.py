@@ -7,12 +7,15 @@ it and how its answers were matched. The report knows no host; it reads what the
 
 from __future__ import annotations
 
+import argparse
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from lmms_contam.report.inputs import Loaded
+if TYPE_CHECKING:  # a host's module stays light: the command line lists the hosts and their exports
+    from lmms_contam.report.inputs import Loaded
 
 
 @dataclass(frozen=True)
@@ -23,12 +26,33 @@ class ReadOptions:
     pair_differing_settings: bool = False
 
 
+class ExportRefused(Exception):
+    """A set that cannot be exported as asked, with the reason; nothing was published."""
+
+
+class Exporter(ABC):
+    """How a resolved perturbed set becomes a host's own dataset (`lmms-contam export <host>`). Its module imports
+    nothing heavy: the command line declares every host's export arguments before any command runs."""
+
+    help: str  # one line, in `lmms-contam export --help`
+    description: str
+
+    @abstractmethod
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """The export's own arguments."""
+
+    @abstractmethod
+    def export(self, args: argparse.Namespace) -> list[str]:
+        """Write the export; the lines to print. `ExportRefused` names what stopped it."""
+
+
 class Host(ABC):
-    """A harness whose runs the report reads."""
+    """A harness whose runs the report reads. Its module imports its readers only when they are used."""
 
     name: str  # as the report shows it (its host column)
-    key: str  # as commands name it (`demo --host`)
+    key: str  # as commands name it (`demo --host`, `export`)
     outputs: str  # its output files, for the error a path of no host's gets
+    exporter: Exporter | None = None  # how a set is written as its dataset, where it can be
 
     @abstractmethod
     def wrote(self, path: Path) -> bool:

@@ -10,10 +10,28 @@ import pytest
 
 from lmms_contam.cli import main
 from lmms_contam.hosts import registry
-from lmms_contam.hosts.base import Host, ReadOptions
+from lmms_contam.hosts.base import Exporter, ExportRefused, Host, ReadOptions
 from lmms_contam.report.inputs import Loaded, ModelBenchmark, ReportInputError, ScoredItem
 
 SUFFIX = ".toyhost.jsonl"
+
+
+class ToyExporter(Exporter):
+    """Writes the benchmark's name and the family asked for to the file named."""
+
+    help = "a toy harness's dataset"
+    description = "One line naming the benchmark and its family."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("benchmark")
+        parser.add_argument("--family", default="contam")
+        parser.add_argument("--out", required=True)
+
+    def export(self, args) -> list[str]:
+        if args.family != "contam":
+            raise ExportRefused(f"the toy harness takes no {args.family} family")
+        Path(args.out).write_text(f"{args.benchmark} {args.family}\n")
+        return [f"{args.benchmark} -> {args.out}"]
 
 
 class ToyHost(Host):
@@ -22,6 +40,7 @@ class ToyHost(Host):
     name = "ToyHarness"
     key = "toy"
     outputs = "a toy harness's results (*.toyhost.jsonl)"
+    exporter = ToyExporter()
 
     def wrote(self, path: Path) -> bool:
         return path.name.endswith(SUFFIX) if path.is_file() else any(path.rglob(f"*{SUFFIX}"))
@@ -97,3 +116,16 @@ def test_two_hosts_cannot_share_a_name(toy_host):
     assert registry.host_named("toy") is toy_host
     with pytest.raises(ValueError, match="no host 'nope'"):
         registry.host_named("nope")
+
+
+def test_a_registered_host_s_export_is_a_command(toy_host, tmp_path, capsys):
+    """`lmms-contam export` lists every registered host with an exporter, and runs it with its own arguments."""
+    out = tmp_path / "toy.txt"
+    assert main(["export", "toy", "mmstar", "--out", str(out)]) == 0
+    assert out.read_text() == "mmstar contam\n" and f"mmstar -> {out}" in capsys.readouterr().out
+    assert main(["export", "toy", "mmstar", "--out", str(out), "--family", "perturbed"]) == 2
+    assert capsys.readouterr().err.strip() == "lmms-contam export: the toy harness takes no perturbed family"
+    with pytest.raises(SystemExit):
+        main(["export", "--help"])
+    listed = capsys.readouterr().out
+    assert "toy" in listed and "vlmevalkit" in listed and "lmms-eval" not in listed  # lmms-eval has no export
