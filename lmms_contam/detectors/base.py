@@ -38,7 +38,9 @@ class Detector:
     # (an order, even the identity, rewrites the question's list of options as every reordered version's).
     orders: Callable[[AskedItem], dict[str, Order | None]]
     owns: Callable[[str], bool]  # whether a record's variant is one of its versions
-    signal: Callable[[Iterable[ContamRecord]], DetectorSignal]
+    # Its signal from the records; the keyword `averages_strata` says whether the host's accuracies are macro
+    # averages over the records' strata (lmms-eval's MMStar) or plain means (VLMEvalKit's Overall).
+    signal: Callable[..., DetectorSignal]
     withholds_image: bool = False  # its versions are asked without the image
     leaves_out_items: bool = False  # it asks some items once unless the run's rotate-all switch is on (AskedItem)
     # Its signal against another model's run of the same versions instead of its own reference (MMStar's

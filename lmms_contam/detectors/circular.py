@@ -29,7 +29,7 @@ def owns(variant: str) -> bool:
     return variant.startswith("rotation") or variant in (UNROTATED, ALL_ROTATIONS)
 
 
-def circular_signal(records: Iterable[ContamRecord]) -> DetectorSignal:
+def circular_signal(records: Iterable[ContamRecord], averages_strata: bool = True) -> DetectorSignal:
     def complete(versions: Versions) -> bool:
         n = next(iter(versions.values())).n_options
         return set(versions) in ({f"rotation{r}" for r in range(n)}, {UNROTATED}, {"rotation0", ALL_ROTATIONS})
@@ -41,6 +41,7 @@ def circular_signal(records: Iterable[ContamRecord]) -> DetectorSignal:
         reference=lambda versions: versions.get("rotation0") or versions[UNROTATED],
         changed=lambda versions: int(all(r.correct for r in versions.values())),
         n_excluded=sum(UNROTATED in versions for versions in items.values()),
+        averages_strata=averages_strata,
     )
 
 

@@ -19,13 +19,14 @@ def shuffled_orders(item: AskedItem) -> dict[str, Order | None]:
     return {"original_order": tuple(range(n)), "shuffled": gold_moving_shuffle(item.item_id, n, item.gold)}
 
 
-def shuffle_signal(records: Iterable[ContamRecord]) -> DetectorSignal:
+def shuffle_signal(records: Iterable[ContamRecord], averages_strata: bool = True) -> DetectorSignal:
     items = versions_by_item(records, lambda versions: set(versions) == set(VARIANTS))
     return order_signal(
         OPTION_SHUFFLE,
         items,
         reference=lambda versions: versions["original_order"],
         changed=lambda versions: versions["shuffled"].correct,
+        averages_strata=averages_strata,
     )
 
 

@@ -67,9 +67,9 @@ def versions_by_item(records: Iterable[ContamRecord], complete: Callable[[Versio
     return kept
 
 
-def _strata(first_versions: list[ContamRecord]) -> list[str] | None:
+def _strata(first_versions: list[ContamRecord], averages_strata: bool) -> list[str] | None:
     strata = [record.stratum for record in first_versions]
-    return strata if all(strata) else None
+    return strata if averages_strata and all(strata) else None
 
 
 def order_signal(
@@ -78,12 +78,14 @@ def order_signal(
     reference: Callable[[Versions], ContamRecord],
     changed: Callable[[Versions], int],
     n_excluded: int = 0,
+    averages_strata: bool = True,
 ) -> DetectorSignal:
     """The signal of a detector that asks an item in other option orders: exact McNemar of the `reference`
-    version's answers against `changed` (1 where the item still counts as right)."""
+    version's answers against `changed` (1 where the item still counts as right); accuracies macro-averaged
+    over the records' strata where the host's are (`averages_strata`) and every record has one."""
     first = [reference(versions) for versions in items.values()]
     comparison = stats.compare_paired(
-        list(items), [r.correct for r in first], [changed(v) for v in items.values()], _strata(first)
+        list(items), [r.correct for r in first], [changed(v) for v in items.values()], _strata(first, averages_strata)
     )
     return DetectorSignal(
         detector=detector,

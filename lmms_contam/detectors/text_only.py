@@ -20,8 +20,9 @@ def _asked(records: Iterable[ContamRecord]) -> dict[str, ContamRecord]:
     return {item: versions[TEXT_ONLY] for item, versions in items.items()}
 
 
-def text_only_signal(records: Iterable[ContamRecord]) -> DetectorSignal:
-    """Against chance: a one-sided Poisson-binomial test of the right answers."""
+def text_only_signal(records: Iterable[ContamRecord], averages_strata: bool = True) -> DetectorSignal:
+    """Against chance: a one-sided Poisson-binomial test of the right answers, over items whatever the host's
+    accuracy averages (chance differs per item, so there is no stratum to weigh)."""
     kept = list(_asked(records).values())
     correct = [r.correct for r in kept]
     chance = [1.0 / r.n_options for r in kept]

@@ -194,7 +194,7 @@ def analyse_detector(run: DetectorRun, text_only_baselines: dict[str, DetectorRu
     detector = DETECTORS[run.detector]
     baseline = (text_only_baselines or {}).get(run.benchmark) if detector.against_baseline else None
     if baseline is None:
-        signal = detector.signal(run.records)
+        signal = detector.signal(run.records, averages_strata=run.averages_strata)
     else:
         signal = detector.against_baseline(run.records, baseline.records, baseline.model)
     return DetectorResult(model=run.model, benchmark=run.benchmark, signal=signal, source=run.source)

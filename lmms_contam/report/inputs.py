@@ -81,6 +81,7 @@ class DetectorRun:
     source: str
     host: str = ""  # the harness that ran it, as the report shows it (hosts/: its `Host.name`)
     of_the_set: bool = True  # its items are the set's (False: a host's own CircularEval of the whole benchmark)
+    averages_strata: bool = True  # as ModelBenchmark's: False where its host's accuracy is a plain mean
 
 
 @dataclass(frozen=True)

@@ -120,3 +120,21 @@ def test_flags_point_the_right_way():
     assert not DetectorSignal(OPTION_SHUFFLE, 100, 0.6, 0.8, 0.001, 0).flagged()
     assert not DetectorSignal(TEXT_ONLY, 100, 0.25, 0.10, 0.001, 10, flags_a_gain=True).flagged()
     assert not DetectorSignal(CIRCULAR, 100, 0.8, 0.7, 0.2, 10).flagged()
+
+
+def test_a_host_s_plain_mean_and_macro_average_give_their_own_accuracies():
+    """lmms-eval's MMStar averages its categories; VLMEvalKit's Overall is a plain mean: the detector's
+    accuracies follow the run's host, from the same records."""
+    from lmms_contam.detectors.option_shuffle import shuffle_signal
+
+    # Category "a": 3 items, all right in the original order; "b": 1 item, wrong. Shuffled: the first of "a" lost.
+    answers = {"a0": ("a", 1, 0), "a1": ("a", 1, 1), "a2": ("a", 1, 1), "b0": ("b", 0, 0)}
+    records = [
+        ContamRecord("mmstar", item, item, variant, correct, 4, stratum=stratum)
+        for item, (stratum, original, shuffled) in answers.items()
+        for variant, correct in (("original_order", original), ("shuffled", shuffled))
+    ]
+    macro, plain = shuffle_signal(records), shuffle_signal(records, averages_strata=False)
+    assert (macro.reference, macro.score) == pytest.approx((0.5, 1 / 3))  # (1 + 0) / 2, (2/3 + 0) / 2
+    assert (plain.reference, plain.score) == pytest.approx((0.75, 0.5))  # 3 / 4, 2 / 4
+    assert macro.n_changed == plain.n_changed == 1

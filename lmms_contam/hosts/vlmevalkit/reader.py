@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from dataclasses import replace
 from pathlib import Path
 
 from lmms_contam.detectors.circular import CIRCULAR
@@ -247,9 +246,10 @@ def load(paths: Iterable[str | Path]) -> Loaded:
                     model=model_label(result),
                     benchmark=benchmark,
                     detector=family,
-                    records=[replace(item, stratum="") for item in _items(result)],  # Overall: a plain mean
+                    records=_items(result),
                     source=str(result.path),
                     host=NAME,
+                    averages_strata=False,  # VLMEvalKit's Overall is a plain mean over the items
                 )
             )
         elif family == BUILTIN_CIRCULAR:
@@ -264,6 +264,7 @@ def load(paths: Iterable[str | Path]) -> Loaded:
                         source=str(result.path),
                         host=NAME,
                         of_the_set=False,
+                        averages_strata=False,
                     )
                 )
         else:
