@@ -57,6 +57,9 @@ def atomic_paths(paths: Iterable[str | os.PathLike]) -> Iterator[list[Path]]:
     for final in finals:
         if final.is_dir():
             raise IsADirectoryError(f"{final}: is a folder")
+        if os.path.lexists(final) and not (final.is_file() and not final.is_symlink()):
+            # Renaming over a link, a device or a pipe would replace it (as root, /dev/null itself), not write to it.
+            raise FileExistsError(f"{final}: is not a regular file (a link, device or pipe); name a file")
     temps: list[str] = []
     try:
         for final in finals:

@@ -21,7 +21,8 @@ from tqdm.auto import tqdm
 from lmms_contam.atomic import atomic_path
 from lmms_contam.imaging import decoding_error, strict_decoding
 from lmms_contam.letters import option_letters
-from lmms_contam.registry.specs import PERTURBABLE, SPECS, BenchmarkColumns
+from lmms_contam.registry.base import BenchmarkColumns
+from lmms_contam.registry.specs import SPECS, perturbable
 
 SCHEMA_VERSION = 1
 VERIFIED_SUBSET = "verified"  # a set folder's subfolder holding the items `lmms-contam verify` kept
@@ -50,7 +51,7 @@ class PerturbedSetError(ValueError):
 def columns_for(benchmark: str) -> BenchmarkColumns:
     columns = SPECS[benchmark].columns if benchmark in SPECS else None
     if columns is None:
-        raise PerturbedSetError(f"no perturbed sets of benchmark {benchmark!r}; known: {', '.join(PERTURBABLE)}")
+        raise PerturbedSetError(f"no perturbed sets of benchmark {benchmark!r}; known: {', '.join(perturbable())}")
     return columns
 
 

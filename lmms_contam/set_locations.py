@@ -23,7 +23,7 @@ import datasets
 import yaml
 from loguru import logger
 
-from lmms_contam.registry.specs import PERTURB_FROM_HUB, RELEASED
+from lmms_contam.registry.specs import perturb_from_hub, released
 from lmms_contam.schema import VERIFIED_SUBSET, PerturbedSetError, manifest_beside, read_set_files, validate
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -201,7 +201,7 @@ def resolve(benchmark: str, fetch: bool = True) -> SetLocation:
         return _classify(found[0], found[1], base=found[2])
 
     folder = default_folder(benchmark)
-    if not folder.exists() and benchmark in RELEASED and auto_fetch_allowed():
+    if not folder.exists() and benchmark in released() and auto_fetch_allowed():
         if not fetch:
             from lmms_contam.benchmarks.mm_perturb_release import RELEASE_PAGE
 
@@ -216,12 +216,12 @@ def resolve(benchmark: str, fetch: bool = True) -> SetLocation:
     looked.append(f"default folder {folder}: does not exist")
 
     steps = "\n".join(f"  {i}. {line}" for i, line in enumerate(looked, 1))
-    if benchmark in RELEASED:
+    if benchmark in released():
         build = (
             f"Fetch the paper authors' release into the default folder with `lmms-contam fetch mm-perturb "
             f"--benchmark {benchmark}` (done automatically unless {AUTO_FETCH_ENV}=0 or HF_HUB_OFFLINE=1), or point"
         )
-    elif benchmark in PERTURB_FROM_HUB:
+    elif benchmark in perturb_from_hub():
         build = (
             f"No released set exists for {benchmark}: build one with `lmms-contam perturb {benchmark} --config "
             "configs/perturb/paper.yaml --out DIR`, then point"
@@ -243,6 +243,18 @@ def manifest_path(location: SetLocation) -> Path | None:
     path = Path(location.value)
     manifest = manifest_beside(path if path.is_file() else path / "data.parquet")
     return manifest if manifest.is_file() else None
+
+
+def set_files(location: SetLocation) -> set[Path]:
+    """The files a local set is made of (resolved): a set file and its manifest, or everything under a set's folder
+    (the folder above, for a verified subset: the set it was verified from)."""
+    if location.kind == "hub":
+        return set()
+    path = Path(location.value)
+    if path.is_file():
+        return {path.resolve(), manifest_beside(path).resolve()}
+    folder = path.parent if path.name == VERIFIED_SUBSET else path
+    return {file.resolve() for file in folder.rglob("*") if file.is_file()}
 
 
 def manifest_sha256(location: SetLocation) -> str | None:

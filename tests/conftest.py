@@ -14,9 +14,9 @@ import pytest
 from helpers.benchmark_fixtures import write_fixture_sets
 from helpers.fixtures import point_at_sets
 
-from lmms_contam.registry.specs import PERTURBABLE
+from lmms_contam.registry.specs import perturbable
 
-BENCHMARKS = PERTURBABLE
+BENCHMARKS = perturbable()
 TIERS = ("unit", "integration", "e2e")
 
 

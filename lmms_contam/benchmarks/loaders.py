@@ -11,7 +11,8 @@ import datasets
 import pyarrow as pa
 
 from lmms_contam.items import Item, Skipped
-from lmms_contam.registry.specs import BenchmarkSpec, spec
+from lmms_contam.registry.base import BenchmarkSpec
+from lmms_contam.registry.specs import spec
 
 
 def read_rows(source: str, split: str) -> datasets.Dataset:

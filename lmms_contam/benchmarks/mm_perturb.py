@@ -26,11 +26,9 @@ from lmms_contam.atomic import atomic_path
 from lmms_contam.imaging import decoding_error, strict_decoding
 from lmms_contam.items import Item
 from lmms_contam.letters import option_letters
-from lmms_contam.registry.specs import RELEASED, SPECS
+from lmms_contam.registry.specs import released, spec
 from lmms_contam.schema import SCHEMA_VERSION, PerturbedSetError, listed_options, manifest_beside, write_parquet
 
-# The release keeps each benchmark's original images in a folder named as the papers write it.
-ORIGINAL_FOLDERS = {name: SPECS[name].label for name in RELEASED}
 REALWORLDQA_INSTRUCTION = "Please answer directly with only the letter of the correct option and nothing else."
 REQUIRED = ("index", "question", "answer", "A", "B", "image_path")
 
@@ -48,7 +46,7 @@ class ImportSummary:
 
 def benchmark_from_name(tsv: str | Path) -> str | None:
     name = Path(tsv).name.lower()
-    return next((b for b in ORIGINAL_FOLDERS if name.startswith(b)), None)
+    return next((b for b in released() if name.startswith(b)), None)
 
 
 def read_tsv(path: str | Path) -> pd.DataFrame:
@@ -146,7 +144,8 @@ def convert(
             reason = "not in the keep-list"
         elif original is None:
             reason = "index not in the original benchmark"
-        elif PurePosixPath(row["image_path"]).parent.name == ORIGINAL_FOLDERS[benchmark]:
+        # The release keeps each benchmark's original images in a folder named as the papers write it.
+        elif PurePosixPath(row["image_path"]).parent.name == spec(benchmark).label:
             reason = "points at the unedited original image"
         elif row["answer"].strip() not in option_letters(len(options)):
             reason = "answer is not an option letter"
@@ -197,8 +196,8 @@ def import_release(
 ) -> ImportSummary:
     """Write the set (parquet, schema v1) and a manifest with the counts beside it. `images` is the release's
     image folder, or several (one per archive): each row's image is looked for in all of them."""
-    if benchmark not in ORIGINAL_FOLDERS:
-        raise PerturbedSetError(f"the mm-perturb release has no {benchmark} set; it has {', '.join(ORIGINAL_FOLDERS)}")
+    if benchmark not in released():
+        raise PerturbedSetError(f"the mm-perturb release has no {benchmark} set; it has {', '.join(released())}")
     images = [Path(images)] if isinstance(images, str | Path) else [Path(folder) for folder in images]
     for folder in images:
         if not folder.is_dir():

@@ -6,14 +6,14 @@ import argparse
 from pathlib import Path
 
 from lmms_contam.commands.common import ORIGINALS_DEFAULT, at_least, stop
-from lmms_contam.registry.specs import SCANNABLE
+from lmms_contam.registry.specs import scannable
 
 
 def _benchmark_list(text: str) -> list[str]:
     names = [name.strip() for name in text.split(",") if name.strip()]
-    unknown = [name for name in names if name not in SCANNABLE]
+    unknown = [name for name in names if name not in scannable()]
     if unknown or not names:
-        raise argparse.ArgumentTypeError(f"unknown benchmark(s) {unknown or text!r}; choose among {SCANNABLE}")
+        raise argparse.ArgumentTypeError(f"unknown benchmark(s) {unknown or text!r}; choose among {scannable()}")
     return names
 
 
@@ -264,7 +264,7 @@ def _add_scan(commands: argparse._SubParsersAction) -> None:
         "0.8-0.99). The corpus is in the clip-retrieval layout with a recipe.json naming how its vectors were "
         "made; the embedder must match it.",
     )
-    scan.add_argument("--eval", type=_benchmark_list, help=f"comma-separated benchmarks among {','.join(SCANNABLE)}")
+    scan.add_argument("--eval", type=_benchmark_list, help=f"comma-separated benchmarks among {','.join(scannable())}")
     scan.add_argument(
         "--eval-folder",
         action="append",

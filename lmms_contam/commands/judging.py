@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from lmms_contam.commands.common import ORIGINALS_DEFAULT, add_failure_rate_argument, stop
-from lmms_contam.registry.specs import SCANNABLE
+from lmms_contam.registry.specs import scannable
 
 
 def _print_summary(benchmark: str, summary) -> None:
@@ -96,7 +96,7 @@ def _add_judge(commands: argparse._SubParsersAction) -> None:
         "and .judge.json. The API key comes from the environment variable named by --api-key-env.",
     )
     judge.add_argument("scans", help="the output folder of `lmms-contam scan`")
-    judge.add_argument("--benchmark", required=True, choices=SCANNABLE, help="a scanned benchmark")
+    judge.add_argument("--benchmark", required=True, choices=scannable(), help="a scanned benchmark")
     judge.add_argument("--originals", help=f"the local copy of the benchmark the scan used {ORIGINALS_DEFAULT}")
     judge.add_argument("--model", default="gpt-4o", help="judge model (default gpt-4o)")
     judge.add_argument("--base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL, else OpenAI)")

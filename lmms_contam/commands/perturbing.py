@@ -7,7 +7,7 @@ from pathlib import Path
 
 from lmms_contam.commands.common import ORIGINALS_DEFAULT, add_failure_rate_argument, hub_repo_id, stop
 from lmms_contam.commands.sets import push_set
-from lmms_contam.registry.specs import PERTURB_FROM_HUB
+from lmms_contam.registry.specs import perturb_from_hub
 
 
 def _shard(text: str | None) -> tuple[int, int]:
@@ -69,13 +69,13 @@ def _verify(args: argparse.Namespace) -> int:
     from lmms_contam.llm import TooManyFailures
     from lmms_contam.perturb.config import PerturbConfig
     from lmms_contam.perturb.verify_set import first_image_size, verify_set
-    from lmms_contam.registry.specs import PERTURBABLE
+    from lmms_contam.registry.specs import perturbable
     from lmms_contam.schema import VERIFIED_SUBSET, PerturbedSetError
     from lmms_contam.set_locations import resolve
 
     try:
         folder = Path(args.set)
-        if not folder.exists() and args.set in PERTURBABLE:  # a benchmark: the set its tasks resolve
+        if not folder.exists() and args.set in perturbable():  # a benchmark: the set its tasks resolve
             folder = Path(resolve(args.set).value)  # fetched first where the release has it
             folder = folder.parent if folder.name == VERIFIED_SUBSET else folder
         config = PerturbConfig.from_yaml(args.config)
@@ -120,7 +120,7 @@ def _add_perturb(commands: argparse._SubParsersAction) -> None:
         "<out>/data.manifest.json, and <out>/review.html + <out>/review.json for human review: set a candidate's "
         "decision to keep or reject there and rerun to rebuild the set. Per-item stage results stay in <out>/work.",
     )
-    perturb.add_argument("benchmark", choices=PERTURB_FROM_HUB)
+    perturb.add_argument("benchmark", choices=perturb_from_hub())
     perturb.add_argument(
         "--config",
         required=True,

@@ -9,6 +9,21 @@ from pathlib import Path
 from lmms_contam.commands.common import stop
 
 
+def _set_files() -> dict[Path, str]:
+    """Every file of the perturbed sets that resolve here, by benchmark: the records are checked against them."""
+    from lmms_contam.registry.specs import perturbable
+    from lmms_contam.schema import PerturbedSetError
+    from lmms_contam.set_locations import resolve, set_files
+
+    files = {}
+    for benchmark in perturbable():
+        try:
+            files |= dict.fromkeys(set_files(resolve(benchmark, fetch=False)), benchmark)
+        except PerturbedSetError:  # none here (or not fetched yet): nothing of it to overwrite
+            continue
+    return files
+
+
 def _outputs_are_not_inputs(args: argparse.Namespace) -> None:
     """An output naming a file of the runs it reads would replace its own input, and two outputs naming one file
     would lose one: refused before anything is read."""
@@ -18,6 +33,7 @@ def _outputs_are_not_inputs(args: argparse.Namespace) -> None:
     inputs = read_files([*args.paths, *filter(None, [args.text_only_baseline])])
     if args.scans:  # a scan folder is read whole
         inputs |= {path.resolve() for path in [Path(args.scans), *Path(args.scans).rglob("*")]}
+    sets = _set_files()
     written: dict[Path, str] = {}
     for flag, output in (("--markdown", args.markdown), ("--json", args.json), ("--html", args.html)):
         if not output:
@@ -25,6 +41,8 @@ def _outputs_are_not_inputs(args: argparse.Namespace) -> None:
         target = Path(output).resolve()
         if target in inputs:
             raise ReportInputError(f"{flag} {output}: is a file of the runs the report reads; write it elsewhere")
+        if target in sets:
+            raise ReportInputError(f"{flag} {output}: is a file of {sets[target]}'s perturbed set; write it elsewhere")
         if target in written:
             raise ReportInputError(f"{flag} {output}: is {written[target]}'s file too; give each output its own")
         written[target] = flag

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from lmms_contam.commands.common import ORIGINALS_DEFAULT, hub_repo_id, stop
-from lmms_contam.registry.specs import PERTURBABLE, RELEASED
+from lmms_contam.registry.specs import perturbable, released
 
 RELEASE = "the MMStar / RealWorldQA sets released with the semantic-perturbation paper"
 
@@ -46,7 +46,7 @@ def _datasets(args: argparse.Namespace) -> int:
     from lmms_contam.set_locations import NotFetchedYet, load_perturbed_set, resolve
 
     status = 0
-    for benchmark in args.benchmark or sorted(PERTURBABLE):
+    for benchmark in args.benchmark or sorted(perturbable()):
         try:
             location = resolve(benchmark, fetch=False)
             line = f"{benchmark}: {location.kind} {location.value} (via {location.found_via})"
@@ -68,7 +68,7 @@ def _fetch_mm_perturb(args: argparse.Namespace) -> int:
     from lmms_contam.schema import PerturbedSetError
     from lmms_contam.set_locations import default_folder, home, originals_source
 
-    benchmarks = list(RELEASED) if args.benchmark == "all" else [args.benchmark]
+    benchmarks = list(released()) if args.benchmark == "all" else [args.benchmark]
     if args.originals and len(benchmarks) > 1:
         return stop("fetch", "--originals is a local copy of one benchmark; give --benchmark")
     sets = {b: Path(args.out) / b if args.out else default_folder(b) for b in benchmarks}
@@ -212,7 +212,7 @@ def _add_fetch(commands: argparse._SubParsersAction) -> None:
         "$LMMS_CONTAM_GITHUB_API, $LMMS_CONTAM_GITHUB_RAW; $GITHUB_TOKEN is sent when set. The release is "
         "unfiltered: run `lmms-contam verify` on it before trusting a negative delta.",
     )
-    mm_perturb.add_argument("--benchmark", choices=[*RELEASED, "all"], default="all")
+    mm_perturb.add_argument("--benchmark", choices=[*released(), "all"], default="all")
     mm_perturb.add_argument(
         "--out",
         help="folder for the sets, one subfolder per benchmark (default: "
@@ -250,7 +250,7 @@ def _add_import(commands: argparse._SubParsersAction) -> None:
     release.add_argument(
         "--images", required=True, help="the release's image folder (holding MMStar_semantic_flux/ ...)"
     )
-    release.add_argument("--benchmark", choices=RELEASED, help="default: from the TSV's name")
+    release.add_argument("--benchmark", choices=released(), help="default: from the TSV's name")
     release.add_argument("--originals", help=f"a local copy of the original benchmark {ORIGINALS_DEFAULT}")
     release.add_argument("--keep", help="a file of indices to keep (the filtered subset), one per line")
     release.add_argument("--out", help="output folder (default: $LMMS_CONTAM_HOME/datasets/<benchmark>)")

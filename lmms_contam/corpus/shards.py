@@ -182,6 +182,12 @@ def _layout_folder(folder: Path) -> Path:
             f"shards are scanned: move {'it' if len(strays) == 1 else f'it and {len(strays) - 1} more'} out of "
             f"{folder}"
         )
+    first_of: dict[tuple[int, int], Path] = {}
+    for shard in sorted(p for p in lookalikes if p.parent == layout):
+        found = shard.stat()
+        same = first_of.setdefault((found.st_dev, found.st_ino), shard)
+        if same != shard:  # a link to another shard: its rows would be counted twice under other ids
+            raise ValueError(f"{shard}: the same file as {same} (a link); each shard must be a file of its own")
     return layout
 
 

@@ -12,8 +12,10 @@ import string
 import numpy as np
 
 from lmms_contam.letters import option_letters
-from lmms_contam.registry.parsers import LETTER_LINE, MMSTAR_OPTIONS, mmstar_options, realworldqa_options
-from lmms_contam.registry.specs import COLUMNS, INLINE, SPECS, WITH_DETECTORS
+from lmms_contam.registry.base import COLUMNS, INLINE
+from lmms_contam.registry.benchmarks.mmstar import MMSTAR_OPTIONS, mmstar_options
+from lmms_contam.registry.benchmarks.realworldqa import LETTER_LINE, realworldqa_options
+from lmms_contam.registry.specs import SPECS, with_detectors
 from lmms_contam.schema import PerturbedSetError
 from lmms_contam.stats import stable_seed
 
@@ -56,7 +58,7 @@ def _parse(benchmark: str, question: str) -> list[str] | None:
 def reorder_question(benchmark: str, item_id: str, question: str, options: list[str], order: Order) -> str:
     """The question with its listed options in `order`; refuses a question that does not list `options`."""
     if benchmark not in SPECS or SPECS[benchmark].option_layout is None:
-        raise PerturbedSetError(f"option-order detectors support {', '.join(WITH_DETECTORS)}, not {benchmark}")
+        raise PerturbedSetError(f"option-order detectors support {', '.join(with_detectors())}, not {benchmark}")
     if _parse(benchmark, question) != list(options):
         raise PerturbedSetError(
             f"{benchmark} item {item_id}: the question text does not list the row's options {list(options)}; "

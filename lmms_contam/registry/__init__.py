@@ -1,1 +1,2 @@
-"""What each benchmark is: its spec (specs.py), how its rows read (parsers.py), its lmms-eval task (builtin.py)."""
+"""What each benchmark is: the shared types (base.py), one module per benchmark (benchmarks/), the registry
+(specs.py)."""

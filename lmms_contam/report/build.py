@@ -10,6 +10,21 @@ from lmms_contam.report import analysis, benchmark_rates, inputs, render, set_jo
 from lmms_contam.report.set_status import set_status
 
 
+def _one_run_each(loaded: inputs.Loaded) -> None:
+    """Two runs under one model's name (two hosts', or a name made to match another's) would be merged into one
+    row, one of them lost and the correction across benchmarks miscounted: refused, naming both."""
+    seen: dict[tuple[str, ...], str] = {}
+    runs = [((e.model, e.benchmark), ", ".join(sorted(set(e.sources.values())))) for e in loaded.benchmarks]
+    runs += [((r.model, r.benchmark, r.detector), r.source) for r in loaded.detectors]
+    for key, source in runs:
+        if key in seen:
+            raise inputs.ReportInputError(
+                f"{key[0]}: two runs of {' '.join(key[1:])} under this model name ({seen[key]} and {source}); "
+                "report them apart, or rename one"
+            )
+        seen[key] = source
+
+
 def build(
     loaded: inputs.Loaded,
     *,
@@ -26,6 +41,7 @@ def build(
         raise ValueError(f"alpha must be between 0 and 1, got {alpha}")
     if not (loaded.benchmarks or loaded.detectors or loaded.scanned) and scans is None:
         raise inputs.ReportInputError("nothing to report: give lmms-eval or VLMEvalKit output folders, or --scans")
+    _one_run_each(loaded)
     baselines = baselines or {}
     analysed = analysis.Analysed(
         results=analysis.decide([analysis.analyse(entry) for entry in loaded.benchmarks], alpha),

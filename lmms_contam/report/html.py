@@ -173,10 +173,15 @@ def forest_figure(result: BenchmarkResult, names: dict[str, str], limits: tuple[
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
+    """Verdicts as coloured badges in the verdict column only: a model or benchmark named like one stays text."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    badge = [name == "verdict" for name in header]
     body = "".join(
         "<tr>"
-        + "".join(f"<td>{_verdict_badge(cell) if cell in VERDICT_COLOUR else html.escape(cell)}</td>" for cell in row)
+        + "".join(
+            f"<td>{_verdict_badge(cell) if is_verdict and cell in VERDICT_COLOUR else html.escape(cell)}</td>"
+            for cell, is_verdict in zip(row, badge, strict=True)
+        )
         + "</tr>"
         for row in rows
     )

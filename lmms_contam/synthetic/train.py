@@ -23,7 +23,7 @@ from lmms_contam.hosts.lmms_eval import NAME as LMMS_EVAL
 from lmms_contam.hosts.vlmevalkit import NAME as VLMEVALKIT
 from lmms_contam.hosts.vlmevalkit.prompt import mcq_prompt
 from lmms_contam.letters import option_letters
-from lmms_contam.registry.parsers import mmstar_options
+from lmms_contam.registry.benchmarks.mmstar import mmstar_options
 from lmms_contam.synthetic.benchmark import Example
 
 # The default post-prompt of the synthetic tasks (tests/integration/test_synthetic.py checks the YAML agrees).

@@ -16,7 +16,7 @@ import datasets
 
 from helpers import benchmark_copies as copies
 from helpers import fixtures
-from lmms_contam.registry.specs import PERTURBABLE, SCANNABLE
+from lmms_contam.registry.specs import perturbable, scannable
 from lmms_contam.schema import write_parquet
 from lmms_contam.synthetic.benchmark import build_test_set
 
@@ -125,7 +125,7 @@ def write_fixture_sets(folder: Path) -> dict[str, Path]:
     photos = fixtures.real_photos()
     sets = {
         name: write_parquet(build(photos), name, folder / f"{name}.parquet")
-        for name, build in set_rows_of(PERTURBABLE).items()
+        for name, build in set_rows_of(perturbable()).items()
     }
     # MMStar's has a manifest beside it, as every set lmms-contam writes does: its hash names the set in records
     (folder / "mmstar.manifest.json").write_text(json.dumps({"source": "tests/fixtures.py"}) + "\n")
@@ -137,7 +137,7 @@ def write_benchmark_copies(folder: Path) -> dict[str, Path]:
     """One parquet per scannable benchmark, in its hub layout; returns {benchmark: path}."""
     photos = fixtures.real_photos(size=128)
     paths = {}
-    for benchmark, build in hub_rows_of(SCANNABLE).items():
+    for benchmark, build in hub_rows_of(scannable()).items():
         fixture = fixture_of(benchmark)
         table = datasets.Dataset.from_list(build(photos))
         feature = [datasets.Image()] if fixture.hub_image_list else datasets.Image()

@@ -21,7 +21,7 @@ from helpers.paths import PACKAGE_CONFIGS
 from helpers.tiny_flux import build_tiny_flux_controlnet, install_in_hub_cache
 from lmms_contam.items import Item
 from lmms_contam.perturb.swap import swap_answer
-from lmms_contam.registry.parsers import mmstar_options
+from lmms_contam.registry.benchmarks.mmstar import mmstar_options
 
 SECRET = "sk-loopback-secret-7f3a"
 

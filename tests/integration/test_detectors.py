@@ -25,10 +25,10 @@ from lmms_contam.detectors.options import names_option_letters
 from lmms_contam.detectors.text_only import TEXT_ONLY
 from lmms_contam.imaging import BLANK_GREY
 from lmms_contam.letters import option_letters
-from lmms_contam.registry.specs import SPECS, WITH_DETECTORS
+from lmms_contam.registry.specs import SPECS, with_detectors
 from lmms_contam.schema import PerturbedSetError
 
-BENCHMARKS = WITH_DETECTORS
+BENCHMARKS = with_detectors()
 DETECTORS = (CIRCULAR, OPTION_SHUFFLE, TEXT_ONLY)
 
 

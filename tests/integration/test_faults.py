@@ -170,6 +170,14 @@ def _stray_copy(root: Path) -> None:
     shutil.copyfile(root / "corpus" / "img_emb" / "img_emb_0.npy", root / "corpus" / "old" / "img_emb_0.npy")
 
 
+def _linked_shard(root: Path) -> None:
+    """A public dump (no completion record) with a link to a shard under the next number: scanned twice, its
+    matches were counted twice under two ids (fourth probe)."""
+    (root / "corpus" / "corpus.json").unlink()
+    shutil.rmtree(root / "corpus" / "shards")
+    (root / "corpus" / "img_emb" / "img_emb_3.npy").symlink_to("img_emb_0.npy")
+
+
 def _dump_with_a_gap(root: Path) -> None:
     """A public dump (no completion record) copied in part: shard 1 and its metadata missing."""
     for path in ("corpus.json", "img_emb/img_emb_1.npy", "metadata/metadata_1.parquet"):
@@ -216,6 +224,7 @@ SCAN_REFUSED = [
     Fault("a shard named in capitals", lambda r: (r / "corpus/img_emb/img_emb_1.npy").rename(
           r / "corpus/img_emb/img_emb_1.NPY"), "img_emb/img_emb_1.NPY: looks like a shard but is not named"),
     Fault("a gap in a dump's shards", _dump_with_a_gap, "corpus: shard(s) 1 missing"),
+    Fault("a shard linked to another", _linked_shard, "img_emb/img_emb_3.npy: the same file as"),
     Fault("unfinished embed-corpus", lambda r: (r / "corpus/corpus.json").unlink(), "corpus: incomplete"),
     Fault("undecodable eval image", lambda r: (r / "eval/03.png").write_text("garbage"),
           "eval/03.png: unreadable image (not an image format PIL can read)"),

@@ -19,10 +19,10 @@ from scipy.stats import binomtest
 
 from lmms_contam import stats
 from lmms_contam.hosts.lmms_eval.bindings import BINDINGS
-from lmms_contam.registry.specs import PERTURBABLE
+from lmms_contam.registry.specs import perturbable
 from lmms_contam.schema import features_for
 
-ROWS = set_rows_of(PERTURBABLE)  # every benchmark with a perturbed set built from hub rows
+ROWS = set_rows_of(perturbable())  # every benchmark with a perturbed set built from hub rows
 ALL_TASKS = [f"{b}_{v}" for b in ROWS for v in ("original", "perturbed", "contam")]
 
 

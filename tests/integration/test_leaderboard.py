@@ -112,3 +112,37 @@ def test_vlmevalkit_own_dataset_and_perturbed_give_the_paired_figures(fixture_se
     assert 0 < paired["acc_original"] < 1 and paired["n_pairs"] == len(mmstar_rows)
     assert any("leaderboard mode: the originals from random_MMStar_exact_matching_result.xlsx" in note
                for note in leaderboard["notes"])  # fmt: skip
+    _tampered_own_runs_are_refused(tmp_path / "lb", tmp_path, capsys)
+
+
+def _tampered_own_runs_are_refused(lb: Path, tmp_path: Path, capsys) -> None:
+    """Fourth probe: rows of VLMEvalKit's own run that would turn the verdict, each refused naming its file: a
+    right reply added under an index written as text (JSON keeps its type), and a hint that gives the answer away
+    (VLMEvalKit's prompt shows it, so the item asked is not the set's)."""
+
+    def refused(change, expected: str) -> None:
+        copy = shutil.copytree(lb, tmp_path / f"tampered-{len(list(tmp_path.glob('tampered-*')))}")
+        (own,) = copy.rglob("random_MMStar_exact_matching_result.xlsx")
+        change(own, pd.read_excel(own))
+        capsys.readouterr()
+        assert main(["report", str(copy), "--json", str(copy / "r.json")]) == 2
+        err = capsys.readouterr().err
+        assert expected in err and not (copy / "r.json").exists(), err
+
+    def right(table: pd.DataFrame) -> pd.DataFrame:
+        return table.assign(prediction=table["answer"], hit=1, log=[f"Match Log: {a}. " for a in table["answer"]])
+
+    def repeated_as_text(own: Path, table: pd.DataFrame) -> None:
+        again = right(table[table["hit"] == 0]).assign(index=lambda t: t["index"].astype(str))
+        assert len(again) > 0
+        rows = [*table.to_dict("records"), *again.to_dict("records")]
+        own.unlink()
+        own.with_suffix(".json").write_text(json.dumps(rows, default=str))
+
+    def with_hint(own: Path, table: pd.DataFrame) -> None:
+        right(table).assign(hint=[f"Ignore the image: the answer is {a}." for a in table["answer"]]).to_excel(
+            own, index=False
+        )
+
+    refused(repeated_as_text, "appears more than once")
+    refused(with_hint, "hint 'Ignore the image: the answer is")

@@ -19,7 +19,7 @@ from scipy.stats import binomtest
 
 from lmms_contam import stats
 from lmms_contam.detectors.options import names_option_letters
-from lmms_contam.registry.specs import PERTURB_FROM_HUB
+from lmms_contam.registry.specs import perturb_from_hub
 
 BENCHMARKS = ("mmstar", "naturalbench", "realworldqa")
 
@@ -230,11 +230,11 @@ def test_html_page_shows_plots_and_image_pairs_and_makes_no_network_request(outp
     assert done.returncode == 0, done.stderr
     text = page.read_text()
     assert "http://" not in text and "https://" not in text
-    assert text.count('alt="original"') == text.count('alt="perturbed"') == len(PERTURB_FROM_HUB) * 12
+    assert text.count('alt="original"') == text.count('alt="perturbed"') == len(perturb_from_hub()) * 12
 
     # The first screen says who is contaminated on what, before any table.
     summary = text[: text.index("<h2>Leaderboard")]
-    every = len(PERTURB_FROM_HUB)
+    every = len(perturb_from_hub())
     assert "<li>contam_test_memoriser: contaminated on ai2d (delta -100.0 points, p " in summary
     assert summary.count("(delta -100.0 points, p ") == every and " and seedbench (delta -100.0 points, p " in summary
     assert f"<li>contam_test_oracle: no evidence on {every} benchmarks.</li>" in summary

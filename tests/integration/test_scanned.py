@@ -33,13 +33,13 @@ from lmms_contam.hosts.lmms_eval.scanned import SCANNED_METRICS, join_flags
 from lmms_contam.hosts.readers import read_runs
 from lmms_contam.judge.image_text_rate import judge_benchmark
 from lmms_contam.llm import EndpointConfig
-from lmms_contam.registry.specs import SCANNABLE
+from lmms_contam.registry.specs import scannable
 from lmms_contam.report.build import build
 from lmms_contam.report.inputs import Loaded
 
 OFFLINE = embedder_config("efficientnet-lite0")  # the scans count at its calibrated threshold
 # The built-in tasks the scanned ones score as (NaturalBench's asserts all 7600 rows).
-BUILTIN_YAML = {name: BUILTIN_TASKS / BINDINGS[name].builtin_yaml for name in SCANNABLE if name != "naturalbench"}
+BUILTIN_YAML = {name: BUILTIN_TASKS / BINDINGS[name].builtin_yaml for name in scannable() if name != "naturalbench"}
 # MMStar's scripted judge: the captions answer the even-numbered items; item 6 gets no usable reply.
 ANSWERABLE_ITEMS, UNJUDGED_ITEM = {0, 2, 4, 16, 18, 20, 22}, 6
 
@@ -106,7 +106,7 @@ def run(scanned: Scanned, model: str, tasks: list[str], out: Path, *model_args: 
                           ",".join(tasks)], out)  # fmt: skip
 
 
-SCANNED_LOCAL = [f"{b}_scanned_local" for b in SCANNABLE]
+SCANNED_LOCAL = [f"{b}_scanned_local" for b in scannable()]
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +120,7 @@ def contaminated_run(scanned, tmp_path_factory):
 
 def test_a_model_right_only_on_flagged_items_shows_a_significant_gap(contaminated_run):
     done, _ = contaminated_run
-    for benchmark in SCANNABLE:
+    for benchmark in scannable():
         task, flags = f"{benchmark}_scanned_local", expected_flags(benchmark)
         flagged, clean = flags.count(True), flags.count(False)
         assert min(flagged, clean) >= 10, "the fixture must give both sides enough items"
@@ -150,7 +150,7 @@ def test_a_model_right_only_on_flagged_items_shows_a_significant_gap(contaminate
     assert metric(done, task, "image_text_acc_clean") == pytest.approx(8 / 24)
     # Every sample line carries its own item's flags, in the order of the benchmark's rows.
     words = {True: FLAGGED, False: CLEAN, None: UNSCANNED}
-    for benchmark in SCANNABLE:
+    for benchmark in scannable():
         records = [
             s["contam_ids"] for s in sorted(done.samples[f"{benchmark}_scanned_local"], key=lambda s: s["doc_id"])
         ]
@@ -231,15 +231,15 @@ def test_missing_scan_folder_says_where_it_looked(scanned):
 def test_report_adds_the_gap_to_its_leaderboard(contaminated_run, tmp_path):
     _, out = contaminated_run
     analysed, text = build(read_runs([out]), json_path=tmp_path / "report.json", html_path=tmp_path / "report.html")
-    assert {r.benchmark for r in analysed.scanned} == set(SCANNABLE)
+    assert {r.benchmark for r in analysed.scanned} == set(scannable())
     mmstar = next(r for r in analysed.scanned if r.benchmark == "mmstar")
     # The report recomputes from the samples what the task's metrics said.
     assert (mmstar.subsets["image_only"].gap, mmstar.subsets["image_text"].n_flagged, mmstar.n_unjudged) == (1, 7, 1)
     assert mmstar.rates["image_only"] == 0.5 and mmstar.accuracy == 0.5
     header = next(line for line in text.splitlines() if line.startswith("| model | ai2d: flagged - clean"))
-    assert header.count("flagged - clean") == len(SCANNABLE)
+    assert header.count("flagged - clean") == len(scannable())
     row = next(line for line in text.splitlines() if line.startswith("| contam\\_test\\_contaminated"))
-    assert row.count("image-only +100.0 (higher on contaminated items)") == len(SCANNABLE)
+    assert row.count("image-only +100.0 (higher on contaminated items)") == len(scannable())
     # 7 answerable items: the gap is large and p small, but one side is too small for a verdict.
     assert "image-text +66.7 (too few items to say)" in row
     assert (

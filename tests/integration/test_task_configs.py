@@ -13,7 +13,7 @@ from lmms_eval.tasks import TaskManager
 from lmms_contam.hosts.lmms_eval.bindings import BINDINGS
 from lmms_contam.hosts.lmms_eval.registration import tasks_dir
 from lmms_contam.hosts.lmms_eval.scanned import SCANNED_METRICS
-from lmms_contam.registry.specs import PERTURB_FROM_HUB, PERTURBABLE, SCANNABLE, SPECS, WITH_DETECTORS
+from lmms_contam.registry.specs import SPECS, perturb_from_hub, perturbable, scannable, with_detectors
 
 YAMLS = sorted(tasks_dir().rglob("*.yaml"))
 SCANNED_YAMLS = sorted((tasks_dir() / "scanned").glob("*.yaml"))  # hub datasets: tests/test_scanned.py runs them
@@ -32,11 +32,11 @@ BUILTIN_YAML = {name: BUILTIN_TASKS / b.builtin_yaml for name, b in BINDINGS.ite
 
 def test_the_glob_finds_every_task():
     names = {_plain(p)["task"] for p in TASK_YAMLS}
-    expected = {f"{b}_{v}" for b in PERTURBABLE for v in ("perturbed", "original", "contam")}
-    detectors = {f"{b}_{d}" for b in WITH_DETECTORS for d in DETECTOR_DOCS}
+    expected = {f"{b}_{v}" for b in perturbable() for v in ("perturbed", "original", "contam")}
+    detectors = {f"{b}_{d}" for b in with_detectors() for d in DETECTOR_DOCS}
     assert names == expected | detectors
     scanned = {_plain(p)["task"] for p in SCANNED_YAMLS}
-    assert scanned == {f"{b}_scanned" for b in SCANNABLE}
+    assert scanned == {f"{b}_scanned" for b in scannable()}
 
 
 @pytest.fixture(scope="module")
@@ -134,10 +134,10 @@ def test_text_only_tasks_can_send_no_image(path, manager, with_sets, monkeypatch
 def test_group_lists_every_paired_task_built_from_the_hub(manager, with_sets):
     loaded = manager.load_task_or_group(["contam_paired"])
     (group,) = loaded
-    assert sorted(loaded[group]) == sorted(f"{b}_contam" for b in PERTURB_FROM_HUB)
+    assert sorted(loaded[group]) == sorted(f"{b}_contam" for b in perturb_from_hub())
 
 
-@pytest.mark.parametrize("benchmark", sorted(set(BUILTIN_YAML) & set(PERTURBABLE)))
+@pytest.mark.parametrize("benchmark", sorted(set(BUILTIN_YAML) & set(perturbable())))
 def test_prompt_generation_and_model_blocks_are_the_builtin_ones(benchmark):
     builtin = lmms_utils.load_yaml_config(str(BUILTIN_YAML[benchmark]), mode="full")
     ours = lmms_utils.load_yaml_config(str(tasks_dir() / benchmark / f"{benchmark}_perturbed.yaml"), mode="full")
@@ -155,7 +155,7 @@ def _same_function(a, b) -> bool:
     return (a.__code__.co_filename, a.__qualname__) == (b.__code__.co_filename, b.__qualname__)
 
 
-@pytest.mark.parametrize("benchmark", SCANNABLE)
+@pytest.mark.parametrize("benchmark", scannable())
 def test_scanned_task_is_the_builtin_task_plus_contamination_metrics(benchmark):
     builtin = lmms_utils.load_yaml_config(str(BUILTIN_YAML[benchmark]), mode="full")
     ours = lmms_utils.load_yaml_config(str(tasks_dir() / "scanned" / f"{benchmark}_scanned.yaml"), mode="full")

@@ -8,6 +8,7 @@ import io
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from collections import defaultdict
@@ -407,3 +408,60 @@ def test_leaderboard_mode_scores_each_built_in_reply_again(leaderboard_runs, wit
     results.write_text(json.dumps(run))
     code, err = run_cli(capsys, "report", folder)
     assert code == 2 and "scored 0, but lmms-eval's own scoring of its reply" in err, err
+
+
+def test_leaderboard_mode_refuses_a_built_in_run_whose_figures_were_removed(leaderboard_runs, capsys, tmp_path):
+    """Fourth probe: with the built-in task's figures deleted from results.json, another model's samples under the
+    run's name were taken as unchecked (a note), and their replies gave the verdict."""
+    folder = leaderboard_folder(leaderboard_runs, tmp_path / "lb")
+    (theirs,) = leaderboard_runs["wrong"].rglob("*_samples_mmstar_leaderboard.jsonl")
+    (ours,) = folder.rglob("*_samples_mmstar_leaderboard.jsonl")
+    shutil.copyfile(theirs, ours)
+    (results_file,) = folder.rglob("*_results.json")
+    logged = json.loads(results_file.read_text())
+    logged["results"]["mmstar_leaderboard"] = {"alias": "mmstar_leaderboard"}
+    results_file.write_text(json.dumps(logged))
+    code, err = run_cli(capsys, "report", folder, "--json", tmp_path / "r.json")
+    assert code == 2 and "figure(s) for" in err and "cannot be checked" in err, err
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_report_outputs_replace_neither_the_set_nor_a_link_or_pipe(leaderboard_runs, fixture_sets, capsys, tmp_path,
+                                                                   monkeypatch):  # fmt: skip
+    """Fourth probe: --json and --markdown naming the set the records are checked against replaced it (the next
+    report refused every run), and an output that was a pipe or a link was replaced by a file (as root, a
+    device such as /dev/null would have been too)."""
+    folder = leaderboard_folder(leaderboard_runs, tmp_path / "lb")
+    data = tmp_path / "set" / "mmstar.parquet"
+    data.parent.mkdir()
+    shutil.copyfile(fixture_sets["mmstar"], data)
+    shutil.copyfile(manifest_beside(fixture_sets["mmstar"]), manifest_beside(data))
+    monkeypatch.setenv("LMMS_CONTAM_DATASET_MMSTAR", str(data))
+    kept = {path: path.read_bytes() for path in (data, manifest_beside(data))}
+    for flag, target in (("--json", data), ("--markdown", manifest_beside(data))):
+        code, err = run_cli(capsys, "report", folder, flag, target)
+        assert code == 2 and "is a file of mmstar's perturbed set" in err, err
+    assert {path: path.read_bytes() for path in kept} == kept
+    pipe, link = tmp_path / "pipe", tmp_path / "link.json"
+    os.mkfifo(pipe)
+    link.symlink_to(tmp_path / "elsewhere.json")
+    for target in (pipe, link):
+        code, err = run_cli(capsys, "report", folder, "--json", target, "--markdown", tmp_path / "r.md")
+        assert code == 2 and "is not a regular file" in err and not (tmp_path / "r.md").exists(), err
+    assert stat.S_ISFIFO(os.lstat(pipe).st_mode) and link.is_symlink() and not (tmp_path / "elsewhere.json").exists()
+    assert reported(capsys, folder, tmp_path / "r.json")["n_pairs"] == 12  # the set is intact
+
+
+def test_a_model_named_like_a_verdict_is_not_shown_as_one(leaderboard_runs, capsys, tmp_path):
+    """Fourth probe: the HTML page drew any cell reading "contaminated" as the verdict's red badge, the model's
+    name included."""
+    folder = leaderboard_folder(leaderboard_runs, tmp_path / "lb")
+    (results_file,) = folder.rglob("*_results.json")
+    logged = json.loads(results_file.read_text())
+    logged["model_name"] = "contaminated"
+    results_file.write_text(json.dumps(logged))
+    code, err = run_cli(capsys, "report", folder, "--html", tmp_path / "r.html", "--json", tmp_path / "r.json")
+    assert code == 0, err
+    (result,) = json.loads((tmp_path / "r.json").read_text())["results"]
+    assert result["model"] == "contaminated" and result["verdict"] != "contaminated"
+    assert '<span class="verdict" style="background:#c62828">' not in (tmp_path / "r.html").read_text()

@@ -23,13 +23,13 @@ from loguru import logger
 from lmms_contam import stats
 from lmms_contam.cli import main
 from lmms_contam.detectors.options import gold_letter, rotations
-from lmms_contam.hosts.vlmevalkit.bindings import CIRCULAR_NAMES, EXPORTABLE, REFUSED, dataset_name
+from lmms_contam.hosts.vlmevalkit.bindings import CIRCULAR_NAMES, REFUSED, dataset_name, exportable
 from lmms_contam.hosts.vlmevalkit.export import families
 from lmms_contam.hosts.vlmevalkit.hits import rechecked
 from lmms_contam.hosts.vlmevalkit.prompt import INSTRUCTION, mcq_prompt
 from lmms_contam.hosts.vlmevalkit.result_files import ResultFile
 from lmms_contam.hosts.vlmevalkit.row_content import content_index
-from lmms_contam.registry.specs import PERTURBABLE, SPECS
+from lmms_contam.registry.specs import SPECS, perturbable
 from lmms_contam.report.inputs import ReportInputError
 from lmms_contam.schema import manifest_beside
 
@@ -112,9 +112,9 @@ def test_the_export_holds_both_versions_of_every_item_as_vlmevalkit_reads_them(e
 
 
 def test_every_benchmark_with_sets_is_exported_or_refused_with_its_reason(capsys, tmp_path):
-    assert set(PERTURBABLE) == set(EXPORTABLE) | set(REFUSED)
-    assert all(SPECS[name].columns.answer_style == "letter" for name in EXPORTABLE)
-    names = [dataset_name(benchmark, family) for benchmark in EXPORTABLE for family in families()]
+    assert set(perturbable()) == set(exportable()) | set(REFUSED)
+    assert all(SPECS[name].columns.answer_style == "letter" for name in exportable())
+    names = [dataset_name(benchmark, family) for benchmark in exportable() for family in families()]
     assert len(set(names)) == len(names)
     assert not [name for name in names if any(marker in name.lower() for marker in CIRCULAR_NAMES)]
     for benchmark in REFUSED:
@@ -320,6 +320,15 @@ def test_the_same_replies_get_the_same_verdict_from_both_hosts(exported, fixture
     assert code == 0, err  # both hosts' folders in one report, side by side
     results = json.loads((tmp_path / "r.json").read_text())["results"]
     assert sorted(r["host"] for r in results) == ["VLMEvalKit", "lmms-eval"]
+    # Fourth probe: an lmms-eval run named as the VLMEvalKit run's model was merged into its row, one verdict lost.
+    clash = shutil.copytree(tmp_path / "lmms-eval", tmp_path / "clash")
+    (results_file,) = clash.rglob("*_results.json")
+    logged = json.loads(results_file.read_text())
+    logged["model_name"] = next(r["model"] for r in results if r["host"] == "VLMEvalKit")
+    results_file.write_text(json.dumps(logged))
+    code, _, err = run_cli(capsys, "report", clash, tmp_path / "vlmeval", "--json", tmp_path / "clash.json")
+    assert code == 2 and "messy (VLMEvalKit): two runs of mmstar under this model name" in err, err
+    assert not (tmp_path / "clash.json").exists()
 
 
 def mmbench_layout(contam: pd.DataFrame, unrotated: int = 1) -> tuple[pd.DataFrame, list[Shown]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from helpers.benchmark_fixtures import FIXTURES, fixture_of
 
-from lmms_contam.registry.specs import PERTURBABLE, SCANNABLE, SPECS
+from lmms_contam.registry.specs import SPECS, perturbable, scannable
 
 PROCEDURAL = ("synthetic",)  # writes its own set (benchmark.build_test_set)
 
@@ -13,9 +13,9 @@ PROCEDURAL = ("synthetic",)  # writes its own set (benchmark.build_test_set)
 @pytest.mark.parametrize("benchmark", list(SPECS))
 def test_every_spec_has_the_fixture_its_tasks_need(benchmark):
     fixture = fixture_of(benchmark)
-    if benchmark in PERTURBABLE and benchmark not in PROCEDURAL:
+    if benchmark in perturbable() and benchmark not in PROCEDURAL:
         assert fixture.set_rows is not None, f"{benchmark}: perturbable, but no set_rows builder"
-    if benchmark in SCANNABLE:
+    if benchmark in scannable():
         assert fixture.hub_rows is not None, f"{benchmark}: scannable, but no hub_rows builder"
 
 

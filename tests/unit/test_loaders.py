@@ -11,7 +11,7 @@ from helpers.benchmark_fixtures import write_benchmark_copies
 
 from lmms_contam.benchmarks import loaders
 from lmms_contam.items import Item, Skipped
-from lmms_contam.registry.specs import SCANNABLE
+from lmms_contam.registry.specs import scannable
 
 
 @pytest.fixture(scope="module")
@@ -19,7 +19,7 @@ def copies(tmp_path_factory):
     return write_benchmark_copies(tmp_path_factory.mktemp("copies"))
 
 
-@pytest.mark.parametrize("benchmark", SCANNABLE)
+@pytest.mark.parametrize("benchmark", scannable())
 def test_every_row_is_an_item_or_a_counted_skip(copies, benchmark):
     rows = loaders.load_rows(benchmark, str(copies[benchmark]))
     parsed = list(loaders.items(benchmark, rows))

@@ -1,7 +1,8 @@
-"""Adapters to lmms-eval's built-in tasks: our rows become the docs their functions expect.
+"""Adapters to lmms-eval's built-in tasks, the parts every benchmark's binding (benchmarks/) shares.
 
-The plugin's tasks call the built-in prompt, answer extraction and scoring functions unchanged;
-this module only shapes the documents and reads a 0/1 correctness back from the built-in output.
+The plugin's tasks call the built-in prompt, answer extraction and scoring functions unchanged; a binding
+only shapes the documents and reads a 0/1 correctness back from the built-in output. Kept apart from the
+registry (bindings.py) so that the benchmark modules it lists can import them.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-from lmms_contam.letters import option_letters
 from lmms_contam.records import ORIGINAL
 from lmms_contam.stats import stable_seed
 
@@ -79,141 +79,26 @@ class BuiltinTask:
         return doc
 
 
-def mmstar_doc(row: dict, answer: str, _image_field: str) -> dict:
-    return {
-        "index": row["original_id"],
-        "question": row["question"],
-        "answer": answer,
-        "category": row["category"],
-        "l2_category": row["l2_category"],
-    }
+def exact_match_scorer(module: str, process_results: str) -> BuiltinScorer:
+    """A built-in whose output's `exact_match` is the 0/1 correctness."""
+    return BuiltinScorer(module, process_results, lambda _doc, out: int(out["exact_match"]))
 
 
-def realworldqa_doc(row: dict, answer: str, _image_field: str) -> dict:
-    return {"question": row["question"], "answer": answer}
+@dataclass(frozen=True)
+class LmmsEvalBinding:
+    """How lmms-eval runs one benchmark; `lmms-contam tasks generate` writes its task YAMLs from it."""
 
-
-def naturalbench_doc(row: dict, answer: str, _image_field: str) -> dict:
-    return {
-        "Index": row["original_id"],
-        "Question": row["question"],
-        "Question_Type": row["question_type"],
-        "Answer": answer,
-    }
-
-
-def seedbench_doc(row: dict, answer: str, _image_field: str) -> dict:
-    choices = dict(zip(("choice_a", "choice_b", "choice_c", "choice_d"), row["options"], strict=True))
-    return {
-        "question_id": row["original_id"],
-        "question": row["question"],
-        **choices,
-        "answer": answer,
-        "data_type": "image",
-    }
-
-
-MMBENCH_LETTERS = "ABCD"
-
-
-def mmbench_doc(row: dict, answer: str, _image_field: str) -> dict:
-    """The hint is already the head of the question (the parser joins them as the built-in prompt does); options
-    it lacks are "nan", as in the hub's rows."""
-    if len(row["options"]) > len(MMBENCH_LETTERS):
-        raise ValueError(f"MMBench item {row['original_id']} has {len(row['options'])} options; its rows hold 4")
-    options = dict(zip(MMBENCH_LETTERS, row["options"], strict=False))
-    return {
-        "index": int(row["original_id"]),
-        "question": row["question"],
-        "hint": "nan",
-        **{letter: options.get(letter, "nan") for letter in MMBENCH_LETTERS},
-        "answer": answer,
-        "category": row["category"],
-        "L2-category": row["l2_category"],
-        "source": "",
-        "split": "dev",
-    }
-
-
-def scienceqa_doc(row: dict, answer: str, _image_field: str) -> dict:
-    """The built-in reads the answer as an index into `choices`."""
-    return {
-        "hint": row["hint"],
-        "question": row["question"],
-        "choices": list(row["options"]),
-        "answer": option_letters(len(row["options"])).index(answer),
-    }
-
-
-def ai2d_doc(row: dict, answer: str, _image_field: str) -> dict:
-    """The built-in reads the answer as an index into `options`, written as text in the hub's rows."""
-    return {
-        "question": row["question"],
-        "options": list(row["options"]),
-        "answer": str(option_letters(len(row["options"])).index(answer)),
-    }
-
-
-def ai2d_process_results(doc: dict, results: list) -> dict:
-    """What lmms-eval computes for its ai2d task, which has no process_results: the task's filter (a leading
-    "X." becomes X), then exact match against the letter target, ignoring case and punctuation."""
-    from lmms_eval.api.metrics import exact_match_hf_evaluate
-    from lmms_eval.tasks.ai2d.utils import MultiChoiceRegexFilter, ai2d_doc_to_target
-
-    (filtered,) = MultiChoiceRegexFilter().apply([[results[0]]], [doc])
-    target = ai2d_doc_to_target(doc, "mcq")
-    matched = exact_match_hf_evaluate([target], [filtered], ignore_case=True, ignore_punctuation=True)
-    return {"exact_match": float(matched["exact_match"])}
-
-
-def mme_doc(row: dict, answer: str, _image_field: str) -> dict:
-    """question_id names the image the pair of questions is about, as in the hub's rows."""
-    return {"question_id": row["group_id"], "question": row["question"], "answer": answer, "category": row["category"]}
-
-
-def mmmu_doc(row: dict, answer: str, _image_field: str) -> dict:
-    """The hub writes the options as the text of a Python list, and the id names the subject the built-in's
-    aggregation groups by."""
-    return {
-        "id": row["original_id"],
-        "question": row["question"],
-        "options": repr(list(row["options"])),
-        "question_type": "multiple-choice",
-        "answer": answer,
-    }
-
-
-def mmmu_correct(_doc: dict, output: dict) -> int:
-    """The built-in decides correctness only in its aggregation; this is that decision for one document."""
-    from lmms_eval.tasks.mmmu.utils import eval_multi_choice
-
-    record = output["mmmu_acc"]
-    return int(any(eval_multi_choice(record["answer"], parsed) for parsed in record["parsed_pred"]))
-
-
-def naturalbench_gold_value(answer: str) -> int:
-    """The built-in extractor maps Yes/A to 1 and No/B to 0; gold answers map the same way."""
-    normalized = answer.strip().lower()
-    if normalized in ("yes", "a"):
-        return 1
-    if normalized in ("no", "b"):
-        return 0
-    raise ValueError(f"NaturalBench answer must be Yes/No or A/B, got {answer!r}")
-
-
-def seedbench_correct(_doc: dict, output: dict) -> int:
-    from lmms_eval.tasks.seedbench.utils import seed_aggregation_result
-
-    return int(seed_aggregation_result([output["seed_all"]]))
-
-
-def mmbench_correct(_doc: dict, output: dict) -> int:
-    """The static (no API) matching of lmms-eval's mmbench_en_dev_static, on this one document."""
-    import pandas as pd
-    from lmms_eval.tasks.mmbench.en_utils import mmbench_evaluator
-
-    record = output["gpt_eval_score"]
-    row = pd.DataFrame([record])
-    row["prediction"] = [str(x) for x in row["prediction"]]
-    row.columns = [k.lower() if k not in "ABCD" else k for k in row.columns]  # as the built-in evaluator does
-    return int(mmbench_evaluator.eval_sub_data(row, {record["index"]: record["answer"]}, static_only=True))
+    scorer: BuiltinScorer  # the built-in process_results, and how a 0/1 correctness is read from it
+    shape_doc: Callable[[dict, str, str], dict]  # a perturbed-set row as the built-in's document
+    builtin_yaml: str | None = None  # the built-in task (under lmms_eval/tasks/) whose prompts and scoring are reused
+    own_task_yaml: str | None = None  # in lmms-eval's format, under lmms_contam/: a benchmark lmms-eval lacks
+    doc_to_target: str | None = None  # where the built-in names a column its dataset does not have
+    applied_by_scorer: tuple[str, ...] = ()  # blocks of the built-in task its scorer applies itself, so not carried
+    image_field: str = "image"  # the built-in task's image column
+    image_list: bool = False  # the column holds a list of images (SEED-Bench's frames; one for image items)
+    # The item's original id in a sample line of the built-in task, where its logged output names one (lmms-eval
+    # does not log the document): leaderboard mode pairs such a run with the `*_perturbed` task by it.
+    logged_id: Callable[[dict], str] | None = None
+    # The built-in's aggregation functions (in its scorer's module) that compute from the samples alone, with no
+    # judge, file or network: the report recomputes a built-in run's figures with them.
+    builtin_aggregations: tuple[str, ...] = ()

@@ -29,7 +29,7 @@ from lmms_contam.hosts.lmms_eval import NAME
 from lmms_contam.hosts.lmms_eval.bindings import BINDINGS, binding, builtin_task
 from lmms_contam.hosts.lmms_eval.scoring import AGGREGATIONS, task_metrics
 from lmms_contam.records import ORIGINAL, PERTURBED, ContamRecord, checked
-from lmms_contam.registry.specs import PERTURBABLE, SCANNABLE, WITH_DETECTORS
+from lmms_contam.registry.specs import perturbable, scannable, with_detectors
 from lmms_contam.report.inputs import (
     DetectorRun,
     Loaded,
@@ -43,10 +43,6 @@ from lmms_contam.schema import IMAGE_COLUMNS, PerturbedSetError
 from lmms_contam.set_locations import load_perturbed_set
 
 TASK_VERSION = 1.0
-KNOWN_TASK = re.compile(rf"^({'|'.join(PERTURBABLE)})_(contam|original|perturbed)$")
-DETECTOR_TASK = re.compile(rf"^({'|'.join(WITH_DETECTORS)})_({'|'.join(DETECTORS)})$")
-# `<benchmark>_scanned`, or a task including its YAML under a longer name (e.g. one reading a local copy).
-SCANNED_TASK = re.compile(rf"^({'|'.join(SCANNABLE)})_(scanned)(?:_[\w-]+)?$")
 SCANNED_FIELDS = ("item_id", "correct", "image_only", "image_text")
 SAMPLES_FILE = re.compile(r"^(?P<stamp>.+)_samples_(?P<task>.+)\.jsonl$")
 
@@ -227,22 +223,34 @@ def _settings(results: dict, task: str) -> dict:
     return {key: FUNCTION.sub(r"\g<name>", str(value)) for key, value in values.items()}
 
 
-# lmms-eval's own tasks of a benchmark, known by the process_results they name (so a task including a built-in's
-# YAML under another name is known too): leaderboard mode pairs their runs with the plugin's *_perturbed task.
-BUILTIN_BY_SCORER = {
-    bound.scorer.process_results: name
-    for name, bound in BINDINGS.items()
-    if bound.builtin_yaml and bound.scorer.module.startswith("lmms_eval.")
-}
+def _plugin_task(task: str) -> re.Match | None:
+    """(benchmark, family) of a task of the plugin's, for the benchmarks the registry has when asked:
+    `<benchmark>_scanned` may be a task including its YAML under a longer name (e.g. one reading a local copy)."""
+    patterns = (
+        rf"^({'|'.join(perturbable())})_(contam|original|perturbed)$",
+        rf"^({'|'.join(with_detectors())})_({'|'.join(DETECTORS)})$",
+        rf"^({'|'.join(scannable())})_(scanned)(?:_[\w-]+)?$",
+    )
+    return next(filter(None, (re.match(pattern, task) for pattern in patterns)), None)
+
+
+def _builtin_by_scorer() -> dict[str, str]:
+    """lmms-eval's own tasks of a benchmark, known by the process_results they name (so a task including a
+    built-in's YAML under another name is known too): leaderboard mode pairs their runs with *_perturbed."""
+    return {
+        bound.scorer.process_results: name
+        for name, bound in BINDINGS.items()
+        if bound.builtin_yaml and bound.scorer.module.startswith("lmms_eval.")
+    }
 
 
 def _task_parts(task: str, results: dict) -> tuple[str, str] | None:
-    match = KNOWN_TASK.match(task) or DETECTOR_TASK.match(task) or SCANNED_TASK.match(task)
+    match = _plugin_task(task)
     if match:
         return match.groups()
     config = results.get("configs", {}).get(task) or {}
     named = FUNCTION.match(str(config.get("process_results", "")))
-    benchmark = BUILTIN_BY_SCORER.get(named["name"]) if named else None
+    benchmark = _builtin_by_scorer().get(named["name"]) if named else None
     return (benchmark, BUILTIN) if benchmark else None
 
 
@@ -435,13 +443,23 @@ def _check_builtin_metrics(source: _Source, samples: list[dict]) -> str | None:
     recomputed, for the report to name."""
     bound = binding(source.benchmark)
     module = importlib.import_module(bound.scorer.module)
+    if not source.aggregations and bound.builtin_aggregations:
+        raise ReportInputError(
+            f"{source.results_file}: names no aggregation for {source.samples.name}'s task, whose figures lmms-eval "
+            "computes from the samples alone: a damaged or edited results file, against which they cannot be checked"
+        )
     unchecked = [] if source.aggregations else ["figures (its results file names no aggregation)"]
     for metric, function in source.aggregations.items():
-        logged = [value for key, value in source.metrics.items() if key.split(",")[0] == metric]
-        theirs = _number(logged[0]) if len(logged) == 1 else None
-        if function not in bound.builtin_aggregations or theirs is None:
+        if function not in bound.builtin_aggregations:
             unchecked.append(f"{metric} ({function})")
             continue
+        logged = [value for key, value in source.metrics.items() if key.split(",")[0] == metric]
+        theirs = _number(logged[0]) if len(logged) == 1 else None
+        if theirs is None:
+            raise ReportInputError(
+                f"{source.results_file}: logs {len(logged)} {metric} figure(s) for {source.samples.name}'s task, "
+                "not one number: a damaged or edited results file, against which its samples cannot be checked"
+            )
         try:
             with contextlib.redirect_stdout(io.StringIO()):  # some built-in aggregations print their tables
                 ours = float(getattr(module, function)([sample[metric] for sample in samples if metric in sample]))

@@ -31,7 +31,8 @@ from lmms_contam.hosts.lmms_eval.scoring import (
     detector_metrics,
 )
 from lmms_contam.records import CONTAM, ORIGINAL, PERTURBED
-from lmms_contam.registry.specs import SPECS, BenchmarkSpec
+from lmms_contam.registry.base import BenchmarkSpec
+from lmms_contam.registry.specs import SPECS
 
 PACKAGE = Path(__file__).resolve().parents[2]  # lmms_contam/
 FUNCTIONS_MODULE = "lmms_contam.hosts.lmms_eval.task_functions"

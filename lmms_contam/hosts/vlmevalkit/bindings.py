@@ -1,64 +1,37 @@
-"""How VLMEvalKit runs each benchmark's exported sets.
+"""The registry of VLMEvalKit bindings: how VLMEvalKit runs each benchmark's exported sets (one module each under
+benchmarks/, or added by another package), or why it cannot, by benchmark name.
 
-VLMEvalKit has no plugin registry: a TSV in its data folder whose name it does not know becomes a custom
-multiple-choice dataset (question, option columns A, B, ..., answer, image), scored by its own prompt,
-model classes and answer matching. Names matter: a name holding "mmbench", "ccbench", "circular" or "mmcr"
-switches its CircularEval on, and many model classes pick their prompt by the benchmark's name in the
-dataset's; the exported names carry the benchmark's VLMEvalKit name where that is safe.
+Names matter: a dataset name holding "mmbench", "ccbench", "circular" or "mmcr" switches VLMEvalKit's
+CircularEval on, so no exported name may hold one.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from lmms_contam.hosts.vlmevalkit.benchmarks import MODULES
+from lmms_contam.hosts.vlmevalkit.custom_dataset import VLMEvalKitBinding
 from lmms_contam.records import CONTAM
-from lmms_contam.registry.specs import PERTURBABLE
+from lmms_contam.registry.base import benchmark_of
+from lmms_contam.registry.specs import perturbable, spec
 
 # VLMEvalKit evaluates a dataset whose name holds one of these with CircularEval (image_mcq.py).
 CIRCULAR_NAMES = ("mmbench", "ccbench", "circular", "mmcr")
 
-
-@dataclass(frozen=True)
-class VLMEvalKitBinding:
-    dataset: str  # the exported datasets' names start with it: the benchmark as VLMEvalKit names it, where safe
-    categories: tuple[tuple[str, str], ...] = ()  # (set column, TSV column) its accuracy table groups by
-    hint: str | None = None  # the set column VLMEvalKit shows as "Hint:" before the question
-    # VLMEvalKit's own dataset of the benchmark, where its `index` is the item's original id (the paper authors'
-    # released TSVs are joined on it): leaderboard mode pairs a run of it with a run of the perturbed export.
-    own_dataset: str | None = None
-    # VLMEvalKit's own dataset of the benchmark that it evaluates with CircularEval: its circular result is the
-    # report's circular detector (with PRINT_VANILLA=1, which adds each item's hit in the original order).
-    own_circular: str | None = None
-
-
-CATEGORIES = (("category", "category"), ("l2_category", "l2-category"))
-
 BINDINGS: dict[str, VLMEvalKitBinding] = {
-    "mmstar": VLMEvalKitBinding("MMStar", categories=CATEGORIES, own_dataset="MMStar"),
-    "realworldqa": VLMEvalKitBinding("RealWorldQA", own_dataset="RealWorldQA"),
-    "synthetic": VLMEvalKitBinding("Synthetic", categories=CATEGORIES),
-    "seedbench": VLMEvalKitBinding("SEEDBench_IMG"),
-    # Not "MMBench": a name holding it switches VLMEvalKit's CircularEval on, which the export's two versions
-    # of an item would break. VLMEvalKit's own MMBench run is CircularEval already.
-    "mmbench": VLMEvalKitBinding("MMB_DEV_EN", categories=CATEGORIES, own_circular="MMBench_DEV_EN"),
-    "ai2d": VLMEvalKitBinding("AI2D_TEST"),
-    "mmmu": VLMEvalKitBinding("MMMU_DEV_VAL"),
-    "scienceqa": VLMEvalKitBinding("ScienceQA_TEST", hint="hint"),
+    benchmark_of(module): module.BINDING for module in MODULES if hasattr(module, "BINDING")
 }
-
-YES_NO = (
-    "VLMEvalKit scores yes/no questions only for the datasets it knows by name (it would replace a TSV under such "
-    "a name with its own download), and reads a TSV of its own without option columns as free-form VQA"
-)
-REFUSED = {
-    "mme": f"MME asks yes/no questions: {YES_NO}",
-    "naturalbench": f"NaturalBench's questions are yes/no or two-way, scored by group: {YES_NO}, and its own "
-    "NaturalBench evaluation asserts all 7,600 rows",
-}
+REFUSED: dict[str, str] = {benchmark_of(module): module.REFUSED for module in MODULES if hasattr(module, "REFUSED")}
 
 
 class NotExportable(ValueError):
     """A benchmark VLMEvalKit cannot score as exported, with the reason."""
+
+
+def add_binding(benchmark: str, bound: VLMEvalKitBinding) -> None:
+    """Export `benchmark`, a benchmark of the registry (of another package, or a test's), to VLMEvalKit."""
+    spec(benchmark)
+    if benchmark in REFUSED or (benchmark in BINDINGS and BINDINGS[benchmark] is not bound):
+        raise ValueError(f"{benchmark!r} already has a VLMEvalKit binding or refusal")
+    BINDINGS[benchmark] = bound
 
 
 def binding(benchmark: str) -> VLMEvalKitBinding:
@@ -78,6 +51,16 @@ def dataset_name(benchmark: str, family: str = CONTAM) -> str:
     return name
 
 
-EXPORTABLE = tuple(name for name in PERTURBABLE if name in BINDINGS)
-OWN_DATASETS = {bound.own_dataset: name for name, bound in BINDINGS.items() if bound.own_dataset}
-OWN_CIRCULAR = {bound.own_circular: name for name, bound in BINDINGS.items() if bound.own_circular}
+def exportable() -> tuple[str, ...]:
+    """The benchmarks with perturbed sets that VLMEvalKit runs as exported."""
+    return tuple(name for name in perturbable() if name in BINDINGS)
+
+
+def own_datasets() -> dict[str, str]:
+    """VLMEvalKit's own dataset of a benchmark (leaderboard mode) -> the benchmark."""
+    return {bound.own_dataset: name for name, bound in BINDINGS.items() if bound.own_dataset}
+
+
+def own_circular() -> dict[str, str]:
+    """VLMEvalKit's own CircularEval dataset of a benchmark (the circular detector) -> the benchmark."""
+    return {bound.own_circular: name for name, bound in BINDINGS.items() if bound.own_circular}

@@ -22,7 +22,7 @@ from lmms_contam.hosts.vlmevalkit.result_files import (
     checked_own_table,
     read_table,
 )
-from lmms_contam.registry.parsers import MMBENCH_COPY_OFFSET
+from lmms_contam.registry.benchmarks.mmbench import copied_item
 from lmms_contam.report.inputs import ReportInputError, ScoredItem
 
 
@@ -35,7 +35,7 @@ def _item(index: object, path: object) -> str:
         number = float("nan")
     if not number.is_integer():
         raise ReportInputError(f"{path}: index {cell_text(index)!r} is not an item number, as VLMEvalKit writes them")
-    return str(int(number) % MMBENCH_COPY_OFFSET)
+    return copied_item(str(int(number)))
 
 
 def circular_records(result: ResultFile) -> list[ScoredItem] | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 
 from lmms_contam.hosts.base import Exporter, ExportRefused
-from lmms_contam.registry.specs import PERTURBABLE
+from lmms_contam.registry.specs import perturbable
 
 
 class VlmEvalKitExporter(Exporter):
@@ -25,7 +25,7 @@ class VlmEvalKitExporter(Exporter):
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("benchmark", choices=PERTURBABLE)  # MME and NaturalBench: refused with the reason
+        parser.add_argument("benchmark", choices=perturbable())  # MME and NaturalBench: refused with the reason
         parser.add_argument(
             "--family",
             default="contam",

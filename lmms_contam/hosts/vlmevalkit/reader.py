@@ -184,6 +184,8 @@ def _mismatch(own: dict, asked: dict) -> str:
         return f"question {cell_text(own.get('question'))[:80]!r} there, {cell_text(asked.get('question'))[:80]!r} here"
     if len(_options(own)) != len(_options(asked)) or not all(map(same_text, _options(own), _options(asked))):
         return f"options {_options(own)} there, {_options(asked)} here"
+    if not same_text(cell_text(own.get("hint")), cell_text(asked.get("hint"))):  # VLMEvalKit's prompt shows a hint
+        return f"hint {cell_text(own.get('hint'))[:80]!r} there, {cell_text(asked.get('hint'))[:80]!r} here"
     return ""
 
 

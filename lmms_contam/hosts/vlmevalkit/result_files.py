@@ -20,11 +20,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmms_contam.hosts.vlmevalkit.bindings import BINDINGS, OWN_CIRCULAR, OWN_DATASETS
+from lmms_contam.hosts.vlmevalkit.bindings import BINDINGS, own_circular, own_datasets
 from lmms_contam.hosts.vlmevalkit.row_content import cell_text, content_index
 from lmms_contam.report.inputs import ReportInputError
 
-EXPORTED_NAMES = tuple(bound.dataset for bound in BINDINGS.values())  # the export's datasets: <Name>_contam[_...]
 RESULT_FILE = re.compile(r"^(?P<stem>.+)_result\.(?P<format>xlsx|tsv|json)$")
 REQUIRED = (
     *("index", "prediction", "hit", "answer"),
@@ -106,7 +105,8 @@ def _checked_rows(path: Path, table: pd.DataFrame, expected_rows: set[str] | Non
             f"{path}: {len(table)} rows, but the export had {', '.join(sorted(expected_rows))} "
             "(a truncated file, or a run with --limit?)"
         )
-    repeated = table["index"][table["index"].duplicated()].tolist()
+    indices = table["index"].map(cell_text)  # as the rows are joined: 10, 10.0 and "10" are one index
+    repeated = indices[indices.duplicated()].tolist()
     if repeated:
         raise ReportInputError(f"{path}: index {repeated[0]} appears more than once")
     for number, hit in enumerate(table["hit"], 2):
@@ -143,7 +143,7 @@ def is_vanilla_extra(path: Path) -> bool:
 
 def named_as_export(path: Path) -> bool:
     """Whether the file's name says it is a run of an lmms-contam export (`<model>_<Name>_contam[_<family>]_...`)."""
-    return any(f"_{name}_contam_" in path.name for name in EXPORTED_NAMES)
+    return any(f"_{bound.dataset}_contam_" in path.name for bound in BINDINGS.values())
 
 
 def read_result(path: Path) -> ResultFile | None:
@@ -198,15 +198,15 @@ def _own_dataset_result(path: Path, table: pd.DataFrame) -> ResultFile | None:
         or not all(isinstance(name, str) for name in datasets or {})
     ):
         raise ReportInputError(f"{status}: not VLMEvalKit's status record (an object naming its model and datasets)")
-    model = str(known.get("model_name", ""))
+    model, of_dataset, of_circular = str(known.get("model_name", "")), own_datasets(), own_circular()
     for dataset in datasets or {}:
-        own = OWN_DATASETS.get(dataset) or OWN_CIRCULAR.get(dataset)
+        own = of_dataset.get(dataset) or of_circular.get(dataset)
         if own and path.name.startswith(f"{model}_{dataset}_"):
             if is_vanilla_extra(path):
                 return None
             _, judge = _model_and_judge(path, dataset)
             checked_own_table(path, table)
-            family = BUILTIN if dataset in OWN_DATASETS else BUILTIN_CIRCULAR
+            family = BUILTIN if dataset in of_dataset else BUILTIN_CIRCULAR
             return ResultFile(
                 path=path, model=model, dataset=dataset, judge=judge, benchmark=own, family=family, table=table
             )
