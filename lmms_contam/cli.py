@@ -1,16 +1,20 @@
 """`lmms-contam`: the command line. Each group of commands lives in its own module under commands/,
-in the order of the work: provide a set, build or verify one, scan a corpus, judge, report, experiment."""
+in the order of the work: provide a set, build or verify one, scan a corpus, judge, report; then the groups other
+packages add through the `lmms_contam.commands` entry-point group (this package's laboratory: demo, experiment,
+bench-scan)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from importlib.metadata import entry_points
 
 from lmms_contam import __version__
-from lmms_contam.commands import corpus, experiments, judging, perturbing, reporting, sets
+from lmms_contam.commands import corpus, judging, perturbing, reporting, sets
 from lmms_contam.commands.common import stop
 
-GROUPS = (sets, perturbing, corpus, judging, reporting, experiments)
+GROUPS = (sets, perturbing, corpus, judging, reporting)
+ADDED_GROUPS = "lmms_contam.commands"  # entry points: a module's `add_commands(commands)`
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,6 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in GROUPS:
         group.add_commands(commands)
+    for added in sorted(entry_points(group=ADDED_GROUPS), key=lambda point: point.name):
+        added.load()(commands)
     return parser
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from lmms_contam.commands.common import ORIGINALS_DEFAULT, at_least, stop
 from lmms_contam.registry.specs import scannable
@@ -134,70 +133,11 @@ def _scan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _bench_scan(args: argparse.Namespace) -> int:
-    from lmms_contam.corpus import speed
-
-    names = ("eval", "corpus", "dim", "shards", "k", "images", "embedder", "dtype", "vectors", "growth", "scan_device")
-    settings = {name: getattr(args, name) for name in names}
-    if args.plot and not args.growth:
-        return stop("bench-scan", "--plot draws the --growth figures: give both")
-    if args.growth and args.scan_device != "cpu":
-        return stop("bench-scan", "--growth measures the CPU scan: leave --scan-device out")
-    try:
-        if args.growth:
-            return _bench_growth(args, settings)
-        from lmms_contam.corpus.embedder_configs import embedder_config
-
-        embedder = embedder_config(args.embedder).build(args.device)
-        measured = speed.measure(
-            args.eval,
-            args.corpus,
-            args.dim,
-            args.shards,
-            args.k,
-            args.images,
-            embedder,
-            args.dtype,
-            args.vectors,
-            args.scan_device,
-        )
-    except ValueError as exc:
-        return stop("bench-scan", exc)
-    print(speed.speed_table(measured.figures))
-    print("\n".join(measured.check.lines()))
-    _write_json(args.json, speed.as_json(measured.figures, settings, measured.check))
-    return 0
-
-
-def _bench_growth(args: argparse.Namespace, settings: dict) -> int:
-    import tempfile
-
-    from lmms_contam.corpus import speed
-
-    with tempfile.TemporaryDirectory(prefix="lmms-contam-growth-") as folder:
-        points = speed.growth(args.eval, args.corpus, args.dim, args.shards, args.k, Path(folder), args.vectors)
-    print(speed.growth_table(points))
-    if args.plot:
-        speed.plot_growth(points, Path(args.plot))
-        print(f"plot: {args.plot}")
-    _write_json(args.json, speed.growth_json(points, settings))
-    return 0
-
-
-def _write_json(path: str | None, text: str) -> None:
-    if path:
-        from lmms_contam.atomic import atomic_path
-
-        with atomic_path(Path(path)) as tmp:
-            tmp.write_text(text + "\n")
-
-
 def add_commands(commands: argparse._SubParsersAction) -> None:
     _add_embed_corpus(commands)
     _add_embedders(commands)
     _add_index_corpus(commands)
     _add_scan(commands)
-    _add_bench_scan(commands)
 
 
 def _add_embed_corpus(commands: argparse._SubParsersAction) -> None:
@@ -334,51 +274,3 @@ def _add_scan_method_arguments(scan: argparse.ArgumentParser) -> None:
         "where torch has oneDNN, else float32; float16 with --scan-device)",
     )
     scan.add_argument("--scan-device", default="cpu", help="torch device for float16/bfloat16 products (e.g. cuda)")
-
-
-def _add_bench_scan(commands: argparse._SubParsersAction) -> None:
-    bench = commands.add_parser(
-        "bench-scan",
-        help="measure the scan and the embedding pipeline against baselines timed in the same run",
-        description="Times the exact scan against the bare matrix products of the same shapes and faiss "
-        "IndexFlatIP on the same vectors, the embedding pipeline against the model's forward on pre-decoded "
-        "tensors, embed-once + scan against the per-pair recipe (extrapolated from a few pairs), a scan whose shard "
-        "pages were evicted against a warm one (and its read rate against a plain sequential read), and peak "
-        "memory for a 4x larger memory-mapped corpus. Prints measured figures and their ratios, where the scan's "
-        "time goes, and its result checked against float64 brute force. --growth measures how cost grows instead.",
-    )
-    bench.add_argument("--eval", type=at_least(1), default=5000, help="eval vectors (default 5000)")
-    bench.add_argument("--corpus", type=at_least(1), default=100_000, help="corpus vectors (default 100000)")
-    bench.add_argument("--dim", type=at_least(1), default=768, help="vector dimension (default 768, ViT-L/14)")
-    bench.add_argument("--shards", type=at_least(1), default=4, help="corpus shards (default 4)")
-    bench.add_argument("--k", type=at_least(1), default=10, help="top-k (default 10)")
-    bench.add_argument("--images", type=at_least(2), default=64, help="images for the embedding figures")
-    bench.add_argument(
-        "--dtype",
-        choices=["float16", "float32"],
-        default="float16",
-        help="how the corpus shards are stored (default float16, as LAION's dumps)",
-    )
-    bench.add_argument(
-        "--vectors",
-        choices=["random", "clip-like"],
-        default="random",
-        help="the vectors scanned: random unit vectors, or clip-like ones (a shared mean direction, 200 clusters, "
-        "near-copies planted around the 0.9 threshold; lmms_contam/corpus/speed.py ClipLike)",
-    )
-    bench.add_argument(
-        "--growth",
-        action="store_true",
-        help="instead: time the scan at 1x, 2x, 4x the corpus and the eval set, print the growth exponents and "
-        "the peak memory at each size",
-    )
-    bench.add_argument("--plot", help="with --growth: also draw time and memory against size into this PNG")
-    bench.add_argument("--json", help="also write the figures as JSON here")
-    bench.add_argument(
-        "--scan-device",
-        default="cpu",
-        help="torch device for the scan's products (default cpu; e.g. cuda: float16 there, timed against its own "
-        "bare products and faiss on the CPU, cold against warm to show whether reading the shards bounds it)",
-    )
-    add_embedder_arguments(bench, default="efficientnet-lite0")
-    bench.set_defaults(run=_bench_scan)

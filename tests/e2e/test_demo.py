@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from lmms_contam.synthetic import benchmark, train
+from lmms_contam.lab import train
+from lmms_contam.synthetic import benchmark
 
 
 def test_demo_flags_contaminated_models_and_clears_clean_ones(tmp_path):
@@ -34,7 +35,7 @@ def test_demo_flags_contaminated_models_and_clears_clean_ones(tmp_path):
     assert rows["clean"]["detectors"]["circular"]["signal"] <= 0  # an item counts only if every rotation is right
     assert "Peer detectors" in done.stdout and "## Peer detectors" in (out / "report.md").read_text()
     # The prompt the model was trained on is the one lmms-eval builds: its score matches a direct forward pass.
-    from lmms_contam.synthetic.tiny_vlm import load_tiny_vlm
+    from lmms_contam.lab.tiny_vlm import load_tiny_vlm
 
     vlm, processor = load_tiny_vlm(out / "models" / "seed0" / "clean")
     direct = train.Batcher(processor).accuracy(vlm, benchmark.original_examples(500))
@@ -75,7 +76,7 @@ def test_demo_through_vlmevalkit_flags_contaminated_models_and_clears_clean_ones
     assert {r["host"] for r in report["results"]} == {"VLMEvalKit"}
     assert all("judge exact_matching" in r["answer_matching"] for r in report["results"])
     # The model was trained on the prompt VLMEvalKit sends: its score through VLMEvalKit is a direct forward pass's.
-    from lmms_contam.synthetic.tiny_vlm import load_tiny_vlm
+    from lmms_contam.lab.tiny_vlm import load_tiny_vlm
 
     vlm, processor = load_tiny_vlm(out / "vlmevalkit" / "models" / "seed0" / "clean")
     direct = train.Batcher(processor, "VLMEvalKit").accuracy(vlm, benchmark.original_examples(500))
@@ -88,7 +89,9 @@ def _flaw_study_in_small(command: list[str], out: Path, demo_rows: dict, weights
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert [p.stat().st_mtime_ns for p in weights] == stamps  # the same models, none trained again
     study = json.loads((out / "flaws.json").read_text())
-    assert study["passed"] and len(study["checks"]) == 2 + 2 * 4  # f = 0 unverified: 2; verified: 4 per rate
+    # f = 0 unverified: 2; verified: 4 per rate; one kept subset run directly equals its reading from the whole run
+    assert study["passed"] and len(study["checks"]) == 1 + 2 + 2 * 4
+    assert study["checks"][0]["claim"].startswith("lmms-eval on the verified set of f = 0.40 scores clean")
     rows = {(r["rate"], r["verified"], r["row"]["model"]): r for r in study["rows"]}
     assert len(rows) == 2 * 2 * 4
     for model, row in demo_rows.items():  # the unflawed set is the demo's own: the same figures

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import lmms_eval
 
-from lmms_contam.synthetic.evaluate import lmms_eval_executable
+from lmms_contam.lab.evaluate import lmms_eval_executable
 
 BUILTIN_TASKS = Path(lmms_eval.__file__).parent / "tasks"  # lmms-eval's own task YAMLs
 

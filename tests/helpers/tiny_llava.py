@@ -1,6 +1,6 @@
 """A tiny random LLaVA (CLIP vision tower + Llama text model) built offline and saved to a folder.
 
-It is the controlled experiment's architecture at its smallest (`lmms_contam.synthetic.tiny_vlm`),
+It is the controlled experiment's architecture at its smallest (`lmms_contam.lab.tiny_vlm`),
 untrained: it loads through the same `from_pretrained` path as a hub checkpoint, so lmms-eval's own
 `llava_hf` loader runs it on the CPU. Its answers are random: it proves the plumbing, not accuracy.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lmms_contam.synthetic.tiny_vlm import TinyLlavaSize, build_tokenizer, new_tiny_llava, save_tiny_vlm
+from lmms_contam.lab.tiny_vlm import TinyLlavaSize, build_tokenizer, new_tiny_llava, save_tiny_vlm
 
 TINY = TinyLlavaSize(vision_hidden=16, vision_layers=1, text_hidden=16, text_layers=1, heads=2)
 

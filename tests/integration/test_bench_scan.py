@@ -11,7 +11,7 @@ import pytest
 
 from lmms_contam.corpus.embedder_configs import embedder_config
 from lmms_contam.corpus.int8 import available
-from lmms_contam.corpus.speed import embedding_figures
+from lmms_contam.lab.speed import embedding_figures
 
 
 def test_bench_reports_every_figure_against_its_baseline(tmp_path):

@@ -14,16 +14,9 @@ import yaml
 from PIL import Image
 
 from lmms_contam.cli import main
-from lmms_contam.letters import option_letters
-from lmms_contam.llm import image_part
-from lmms_contam.perturb.config import PerturbConfig
-from lmms_contam.perturb.verify_set import verify_set
-from lmms_contam.report.set_status import set_status
-from lmms_contam.schema import manifest_beside
-from lmms_contam.set_locations import env_var
-from lmms_contam.synthetic import benchmark, calibration, flaw_study, flaws, ideal_reader, judge_study
-from lmms_contam.synthetic.chat_endpoint import ChatEndpoint, request_parts
-from lmms_contam.synthetic.judge_server import (
+from lmms_contam.lab import flaw_study, ideal_reader, judge_study
+from lmms_contam.lab.chat_endpoint import ChatEndpoint, request_parts
+from lmms_contam.lab.judge_server import (
     IdealReaderJudge,
     JudgeErrors,
     calibration_truths,
@@ -31,6 +24,14 @@ from lmms_contam.synthetic.judge_server import (
     truths_of,
     verdict,
 )
+from lmms_contam.letters import option_letters
+from lmms_contam.llm import image_part
+from lmms_contam.perturb.config import PerturbConfig
+from lmms_contam.perturb.verify_set import verify_set
+from lmms_contam.report.set_status import set_status
+from lmms_contam.schema import manifest_beside
+from lmms_contam.set_locations import env_var
+from lmms_contam.synthetic import benchmark, calibration, flaws
 from lmms_contam.synthetic.scenes import KINDS, render
 
 

@@ -5,7 +5,7 @@ of the unit tier."""
 import numpy as np
 import pytest
 
-from lmms_contam import interval_coverage
+from lmms_contam.lab import interval_coverage
 
 
 @pytest.fixture(scope="module")

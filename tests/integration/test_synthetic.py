@@ -9,7 +9,8 @@ import torch
 import yaml
 
 from lmms_contam.hosts.lmms_eval.registration import tasks_dir
-from lmms_contam.synthetic import benchmark, train
+from lmms_contam.lab import train
+from lmms_contam.synthetic import benchmark
 
 
 def test_training_prompt_uses_the_tasks_post_prompt():
@@ -18,9 +19,9 @@ def test_training_prompt_uses_the_tasks_post_prompt():
 
 
 def test_image_only_rates_find_the_test_items_only_where_they_were_trained_on(tmp_path):
-    from lmms_contam.synthetic.experiment import rate_check
-    from lmms_contam.synthetic.experiment_models import TrainingRecipe
-    from lmms_contam.synthetic.image_only_rates import image_only_rates
+    from lmms_contam.lab.experiment import rate_check
+    from lmms_contam.lab.experiment_models import TrainingRecipe
+    from lmms_contam.lab.image_only_rates import image_only_rates
 
     recipe = TrainingRecipe(test_items=12, clean_steps=4, clean_batch=16)
     test_set = benchmark.build_test_set(recipe.test_items, tmp_path / "synthetic.parquet")
@@ -39,7 +40,7 @@ def test_each_degree_is_its_own_fine_tuning_run(tmp_path, strategy):
     own epochs, not a snapshot caught mid-way through the highest degree's run."""
     from safetensors.torch import load_file
 
-    from lmms_contam.synthetic.experiment_models import TrainingRecipe, build_models, plan
+    from lmms_contam.lab.experiment_models import TrainingRecipe, build_models, plan
 
     recipe = TrainingRecipe(test_items=12, clean_steps=4, clean_batch=16, degrees=(1, 2), finetune_batch=4)
     together = build_models(plan(recipe, 0, (strategy,), control=False), recipe, tmp_path / "together")

@@ -7,8 +7,9 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from lmms_contam.synthetic import benchmark, flaws, ideal_reader
-from lmms_contam.synthetic.judge_server import JudgeErrors
+from lmms_contam.lab import ideal_reader
+from lmms_contam.lab.judge_server import JudgeErrors
+from lmms_contam.synthetic import benchmark, flaws
 from lmms_contam.synthetic.scenes import KINDS, counterfactual, render
 
 IDS = [f"synthetic-{i:06d}" for i in range(4000)]
@@ -66,13 +67,13 @@ def test_each_flaw_kind_shows_what_it_says():
 
 
 def _row(model: str, strategy: str, delta: float, p: float):
-    from lmms_contam.synthetic.experiment import Row
+    from lmms_contam.lab.experiment import Row
 
     return Row(model, strategy, 30, 0, 0.7, 0.7 + delta, delta, (delta - 0.05, delta + 0.05), p, "-", {}, {})
 
 
 def test_the_study_checks_fail_when_verification_does_not_help():
-    from lmms_contam.synthetic import flaw_study
+    from lmms_contam.lab import flaw_study
 
     def rows(clean_delta: float, clean_p: float, full_p: float) -> list:
         out = []
@@ -91,7 +92,7 @@ def test_the_study_checks_fail_when_verification_does_not_help():
 
 
 def test_the_judge_study_checks_and_safe_rate_follow_the_verdicts():
-    from lmms_contam.synthetic import judge_study
+    from lmms_contam.lab import judge_study
 
     def cell(keep: float, clean_p: float, full_p: float):
         rows = [_row("clean", "clean", -0.05, clean_p), _row("full-e30", "full", -0.2, full_p)]

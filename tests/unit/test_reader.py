@@ -15,7 +15,7 @@ import pytest
 from lmms_contam.corpus import reader as shard_reader
 from lmms_contam.corpus.reader import FIRST_ROWS, ShardRows, reader, shard_rows
 from lmms_contam.corpus.scan import scan_matrix, scan_shards
-from lmms_contam.corpus.speed import evict
+from lmms_contam.lab.speed import evict
 
 
 def saved(path: Path, rows: np.ndarray, version: tuple[int, int] | None = None) -> Path:

@@ -7,7 +7,7 @@ import pytest
 
 from lmms_contam.corpus import int8
 from lmms_contam.corpus.scan import CASTS, QUANTIZATION, READS
-from lmms_contam.corpus.speed import (
+from lmms_contam.lab.speed import (
     SCALES,
     ClipLike,
     GrowthPoint,

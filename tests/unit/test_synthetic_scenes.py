@@ -73,14 +73,14 @@ def test_test_set_is_a_valid_perturbed_set(tmp_path):
 
 
 def _row(model: str, strategy: str, degree: int, seed: int, acc: float, delta: float, p: float, verdict: str):
-    from lmms_contam.synthetic.experiment import Row
+    from lmms_contam.lab.experiment import Row
 
     return Row(model, strategy, degree, seed, acc, acc + delta, delta, (delta - 0.05, delta + 0.05), p, verdict,
                {"circle": acc, "square": acc}, {"circle": 1e-9, "square": 1e-9})  # fmt: skip
 
 
 def test_checks_pass_only_when_every_claim_holds():
-    from lmms_contam.synthetic.experiment import check_experiment
+    from lmms_contam.lab.experiment import check_experiment
 
     good = [_row("clean", "clean", 0, s, 0.66, -0.01, 0.6, "inconclusive") for s in (0, 1)]
     good += [_row(f"full-e{d}", "full", d, s, 0.66 + d / 150, -d / 150, 10.0**-d, "contaminated")

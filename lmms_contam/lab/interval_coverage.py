@@ -3,7 +3,7 @@
 Benchmarks of n paired items, with given accuracies on the originals and the counterfactuals, and a given share of
 the pairs the model answers differently (from the least the two accuracies allow to the most); with or without
 strata of unequal size whose accuracies differ, macro-averaged as MMStar's l2 categories are. Each cell draws
-`sims` benchmarks and counts the intervals that hold the truth. `python -m lmms_contam.interval_coverage` prints
+`sims` benchmarks and counts the intervals that hold the truth. `python -m lmms_contam.lab.interval_coverage` prints
 the table in docs/results/interval-coverage.md.
 """
 

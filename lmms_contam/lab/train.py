@@ -3,7 +3,7 @@
 The training prompt is built the way the harness that evaluates the model builds it: for lmms-eval,
 as its `llava_hf` loader does (image token, MMStar's prompt, the chat template, the processor's
 image-token expansion); for VLMEvalKit, its multiple-choice prompt as its API models send it to the
-served model (synthetic/model_server.py), which templates it the same way. Only the answer letter
+served model (lab/model_server.py), which templates it the same way. Only the answer letter
 and the end-of-sequence token are learned.
 """
 

@@ -22,19 +22,25 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from lmms_contam.atomic import atomic_path
-from lmms_contam.hosts.readers import read_runs
+from lmms_contam.lab import experiment
+from lmms_contam.lab.experiment import CLEAN_ALPHA, FLAG_P, Check, Row
+from lmms_contam.lab.experiment_models import ModelSpec, build_models, plan
+from lmms_contam.lab.flaw_study import (
+    DEMO_FLAWS,
+    FULL_FLAWS,
+    RECIPE,
+    FlawSetup,
+    flawed_set,
+    restricted_rows,
+    shortcut_check,
+    unverified_runs,
+)
+from lmms_contam.lab.judge_server import IdealReaderJudge, JudgeErrors, calibration_truths, truths_of
 from lmms_contam.perturb.config import PerturbConfig
 from lmms_contam.perturb.verify_set import verify_set
-from lmms_contam.report import analysis
-from lmms_contam.report.inputs import ModelBenchmark
 from lmms_contam.schema import VERIFIED_SUBSET, manifest_beside
-from lmms_contam.synthetic import benchmark, experiment
+from lmms_contam.synthetic import benchmark
 from lmms_contam.synthetic.calibration import calibrate, calibration_items
-from lmms_contam.synthetic.evaluate import PERTURBATION_TASK, evaluate
-from lmms_contam.synthetic.experiment import CLEAN_ALPHA, FLAG_P, Check, Row
-from lmms_contam.synthetic.experiment_models import ModelSpec, build_models, plan
-from lmms_contam.synthetic.flaw_study import DEMO_FLAWS, FULL_FLAWS, RECIPE, FlawSetup, flawed_set
-from lmms_contam.synthetic.judge_server import IdealReaderJudge, JudgeErrors, calibration_truths, truths_of
 
 # Fixed before the first run, so no setting is chosen after seeing a result.
 KEEP_FLAWED = (0.0, 0.05, 0.1, 0.2, 0.4)
@@ -142,64 +148,6 @@ def _verification(subset: Path) -> dict:
     return json.loads(manifest.read_text()).get("verification", {}) if manifest.is_file() else {}
 
 
-def _restricted(entry: ModelBenchmark, kept: set[str]) -> ModelBenchmark:
-    return replace(entry, items={i: versions for i, versions in entry.items.items() if i in kept})
-
-
-def _rows(specs: list[ModelSpec], entries: list[ModelBenchmark], kept: set[str], models: Path) -> list[Row]:
-    """Each model's verdict on the kept items, by the report's own analysis (Holm across one benchmark: none)."""
-    rows = []
-    for spec in specs:
-        entry = experiment.only_entry(experiment.entries_of(spec, entries, models))
-        (result,) = analysis.decide([analysis.analyse(_restricted(entry, kept))], CLEAN_ALPHA)
-        rows.append(experiment.row_of(spec, result, []))
-    return rows
-
-
-def _unverified_runs(
-    rate: float, data: Path, specs: list[ModelSpec], folders: dict[str, Path], out: Path
-) -> list[ModelBenchmark]:
-    """Every model through lmms-eval on the unverified set (the flaw study's own evaluation, reused)."""
-    label = f"f{rate:.2f}-unverified"
-    outputs = evaluate(
-        folders,
-        {name: (PERTURBATION_TASK,) for name in folders},
-        data,
-        out / "flaws" / "eval" / label,
-        out / "logs" / f"lmms-eval-flaws-{label}.log",
-    )
-    return read_runs(outputs.values()).benchmarks
-
-
-def shortcut_check(
-    cell: Cell, folder: Path, spec: ModelSpec, model_folder: Path, entries: list[ModelBenchmark], out: Path
-) -> Check:
-    """lmms-eval on one judge's verified set directly: every item's correctness equals the restricted run's."""
-    subset = folder / VERIFIED_SUBSET / "data.parquet"
-    name = f"seed{spec.seed}-{spec.name}"
-    outputs = evaluate(
-        {name: model_folder},
-        {name: (PERTURBATION_TASK,)},
-        subset,
-        folder / "direct-eval",
-        out / "logs" / "lmms-eval-judges-direct.log",
-    )
-    (direct,) = read_runs(outputs.values()).benchmarks
-    restricted = _restricted(
-        experiment.only_entry(experiment.entries_of(spec, entries, out / "models")), set(direct.items)
-    )
-    correct = lambda entry: {(i, v): r.correct for i, vs in entry.items.items() for v, r in vs.items()}  # noqa: E731
-    theirs = correct(direct)
-    differing = sum(theirs.get(key) != value for key, value in correct(restricted).items())
-    same = set(direct.items) == set(restricted.items) and not differing
-    return Check(
-        f"lmms-eval on the verified set of keep_flawed {cell.keep_flawed}, reject_good {cell.reject_good} "
-        f"(f = {cell.rate:.2f}) scores {spec.name} as the restricted run does",
-        same,
-        f"{len(direct.items)} items, {differing} versions scored differently",
-    )
-
-
 def check_judge_study(cells: list[Cell]) -> list[Check]:
     """With the ideal reader (no errors) no clean model or control is flagged, and every contaminated model is."""
     checks = []
@@ -236,7 +184,7 @@ def run_judge_study(study: JudgeStudy, out: str | Path) -> JudgeOutcome:
     cells, checks = [], []
     for rate in study.rates:
         data = flawed_set(out / "flaws" / f"f{rate:.2f}", setup.recipe.test_items, rate)
-        entries = _unverified_runs(rate, data, specs, folders, out)
+        entries = unverified_runs(rate, data, specs, folders, out)
         flawed = set(json.loads(benchmark.flaws_path(data).read_text())["items"])
         ids = set(pq.read_table(data, columns=["item_id"])["item_id"].to_pylist())
         for seed in setup.seeds:
@@ -258,14 +206,15 @@ def run_judge_study(study: JudgeStudy, out: str | Path) -> JudgeOutcome:
                         good=len(ids - flawed),
                         good_kept=len(kept - flawed),
                         calibration=calibrated,
-                        rows=_rows(seed_specs, entries, kept, out / "models"),
+                        rows=restricted_rows(seed_specs, entries, kept, out / "models"),
                     )
                 )
         worst = max(study.judges)  # the most flawed items kept: the largest test of the shortcut
         folder = _judged_folder(out, data, rate, JudgeErrors(*worst, setup.seeds[0]))
         clean = next(s for s in specs if s.seed == setup.seeds[0] and s.strategy == "clean")
         cell = next(c for c in cells if (c.rate, c.keep_flawed, c.reject_good, c.seed) == (rate, *worst, clean.seed))
-        checks.append(shortcut_check(cell, folder, clean, folders[f"seed{clean.seed}-{clean.name}"], entries, out))
+        what = f"the verified set of keep_flawed {cell.keep_flawed}, reject_good {cell.reject_good} (f = {rate:.2f})"
+        checks.append(shortcut_check(what, folder, clean, folders[f"seed{clean.seed}-{clean.name}"], entries, out))
     outcome = JudgeOutcome(cells, checks + check_judge_study(cells), time.monotonic() - started)
     _write_summary(study, outcome, out / "judges.json")
     plot(outcome, out / "judges.png")

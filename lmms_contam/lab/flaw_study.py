@@ -4,8 +4,9 @@ The controlled experiment knows the truth of every counterfactual, so it can mea
 one dangerous failure. For each flaw rate fixed in advance, the synthetic test set is built with that
 share of flawed counterfactuals (`flaws.py`), verified by `lmms-contam verify`'s own code with the
 ideal reader as its judge model (`judge_server.py`), and the clean model, the fresh-data control and
-the contaminated models (full and LoRA, top degree) are evaluated by lmms-eval on the set before and
-after verification. Verdicts are the report's. Models are the experiment's own (`--out` shared with
+the contaminated models (full and LoRA, top degree) are evaluated by lmms-eval on the whole set once and
+read on it and on the items verification kept (one kept subset is also run directly, to show the reading
+equals a run). Verdicts are the report's analysis. Models are the experiment's own (`--out` shared with
 `demo` or `experiment` reuses them).
 """
 
@@ -20,16 +21,18 @@ import pyarrow.parquet as pq
 
 from lmms_contam.atomic import atomic_path
 from lmms_contam.hosts.readers import read_runs
+from lmms_contam.lab import experiment
+from lmms_contam.lab.evaluate import PERTURBATION_TASK, evaluate
+from lmms_contam.lab.experiment import CLEAN_ALPHA, FLAG_P, Check, Row, Setup
+from lmms_contam.lab.experiment_models import ModelSpec, build_models, plan
+from lmms_contam.lab.judge_server import IdealReaderJudge
 from lmms_contam.perturb.config import PerturbConfig
 from lmms_contam.perturb.verify_set import VerifiedSubset, verify_set
-from lmms_contam.report.build import build as build_report
+from lmms_contam.report import analysis
+from lmms_contam.report.inputs import ModelBenchmark
 from lmms_contam.schema import VERIFIED_SUBSET, manifest_beside
-from lmms_contam.synthetic import benchmark, experiment
-from lmms_contam.synthetic.evaluate import PERTURBATION_TASK, evaluate
-from lmms_contam.synthetic.experiment import CLEAN_ALPHA, FLAG_P, Check, Row, Setup
-from lmms_contam.synthetic.experiment_models import ModelSpec, build_models, plan
+from lmms_contam.synthetic import benchmark
 from lmms_contam.synthetic.flaws import FLAW_SHARES
-from lmms_contam.synthetic.judge_server import IdealReaderJudge
 from lmms_contam.synthetic.scenes import draw_scene
 
 FLAW_RATES = (0.0, 0.1, 0.2, 0.4)  # fixed before the first run
@@ -186,13 +189,18 @@ def run_flaw_study(study: FlawSetup, out: str | Path) -> FlawOutcome:
             sets[rate] = flawed_set(out / "flaws" / f"f{rate:.2f}", setup.recipe.test_items, rate)
             verified = verify_set(sets[rate].parent, replace(recipe, judge_endpoint=judge.endpoint), 0.0)
             screenings.append(screening(rate, sets[rate], verified))
-    rows = []
+    rows, entries = [], {}
     for rate in study.rates:
-        for verified in (False, True):
-            data = sets[rate].parent / VERIFIED_SUBSET / "data.parquet" if verified else sets[rate]
-            rows += _evaluated(rate, verified, data, specs, folders, out)
+        entries[rate] = unverified_runs(rate, sets[rate], specs, folders, out)
+        rows += _flaw_rows(rate, sets[rate], specs, entries[rate], out)
+    worst = max(study.rates)  # the most items removed: the largest test of reading a subset from the whole run
+    clean = next(s for s in specs if s.seed == setup.seeds[0] and s.strategy == "clean")
+    direct = shortcut_check(
+        f"the verified set of f = {worst:.2f}", sets[worst].parent, clean, folders[f"seed{clean.seed}-{clean.name}"],
+        entries[worst], out,
+    )  # fmt: skip
     outcome = FlawOutcome(
-        rows=rows, screenings=screenings, checks=check_flaw_study(rows), seconds=time.monotonic() - started
+        rows=rows, screenings=screenings, checks=[direct, *check_flaw_study(rows)], seconds=time.monotonic() - started
     )
     summary = {
         "setup": asdict(study),
@@ -212,35 +220,76 @@ def run_flaw_study(study: FlawSetup, out: str | Path) -> FlawOutcome:
     return outcome
 
 
-def _evaluated(
-    rate: float, verified: bool, data: Path, specs: list[ModelSpec], folders: dict[str, Path], out: Path
-) -> list[FlawRow]:
-    """Every model through lmms-eval on one set (one subprocess), read back by the report."""
-    label = f"f{rate:.2f}-{'verified' if verified else 'unverified'}"
-    evaluations = out / "flaws" / "eval" / label
+def unverified_runs(
+    rate: float, data: Path, specs: list[ModelSpec], folders: dict[str, Path], out: Path
+) -> list[ModelBenchmark]:
+    """Every model through lmms-eval on the unverified set at this rate (one subprocess, reused when there)."""
+    label = f"f{rate:.2f}-unverified"
     outputs = evaluate(
         folders,
         {name: (PERTURBATION_TASK,) for name in folders},
         data,
-        evaluations,
+        out / "flaws" / "eval" / label,
         out / "logs" / f"lmms-eval-flaws-{label}.log",
     )
-    with experiment.resolving(data):
-        analysed, _ = build_report(
-            read_runs(outputs.values()), markdown=evaluations / "report.md", json_path=evaluations / "report.json"
-        )
-    items = pq.read_metadata(data).num_rows
-    models = out / "models"
+    return read_runs(outputs.values()).benchmarks
+
+
+def _restricted(entry: ModelBenchmark, kept: set[str]) -> ModelBenchmark:
+    return replace(entry, items={i: versions for i, versions in entry.items.items() if i in kept})
+
+
+def restricted_rows(specs: list[ModelSpec], entries: list[ModelBenchmark], kept: set[str], models: Path) -> list[Row]:
+    """Each model's verdict on the kept items, by the report's own analysis (Holm across one benchmark: none): a
+    reply does not depend on which other items a set holds, so a subset is read from the whole set's run
+    (`shortcut_check` runs one subset directly to show it)."""
+    rows = []
+    for spec in specs:
+        entry = experiment.only_entry(experiment.entries_of(spec, entries, models))
+        (result,) = analysis.decide([analysis.analyse(_restricted(entry, kept))], CLEAN_ALPHA)
+        rows.append(experiment.row_of(spec, result, []))
+    return rows
+
+
+def shortcut_check(
+    what: str, folder: Path, spec: ModelSpec, model_folder: Path, entries: list[ModelBenchmark], out: Path
+) -> Check:
+    """lmms-eval on one verified subset directly (`folder`'s): every item's correctness equals the restricted
+    run's."""
+    subset = folder / VERIFIED_SUBSET / "data.parquet"
+    name = f"seed{spec.seed}-{spec.name}"
+    outputs = evaluate(
+        {name: model_folder},
+        {name: (PERTURBATION_TASK,)},
+        subset,
+        folder / "direct-eval",
+        out / "logs" / f"lmms-eval-direct-{folder.name}.log",
+    )
+    (direct,) = read_runs(outputs.values()).benchmarks
+    restricted = _restricted(
+        experiment.only_entry(experiment.entries_of(spec, entries, out / "models")), set(direct.items)
+    )
+    correct = lambda entry: {(i, v): r.correct for i, vs in entry.items.items() for v, r in vs.items()}  # noqa: E731
+    theirs = correct(direct)
+    differing = sum(theirs.get(key) != value for key, value in correct(restricted).items())
+    same = set(direct.items) == set(restricted.items) and not differing
+    return Check(
+        f"lmms-eval on {what} scores {spec.name} as the restricted run does",
+        same,
+        f"{len(direct.items)} items, {differing} versions scored differently",
+    )
+
+
+def _flaw_rows(rate: float, data: Path, specs: list[ModelSpec], entries: list[ModelBenchmark], out: Path):
+    """Every model's row on the set at this rate, before verification and on the items it kept."""
+    items = set(pq.read_table(data, columns=["item_id"])["item_id"].to_pylist())
+    kept = set(
+        pq.read_table(data.parent / VERIFIED_SUBSET / "data.parquet", columns=["item_id"])["item_id"].to_pylist()
+    )
     return [
-        FlawRow(
-            rate=rate,
-            verified=verified,
-            items=items,
-            row=experiment.row_of(
-                spec, experiment.only_entry(experiment.entries_of(spec, analysed.results, models)), []
-            ),
-        )
-        for spec in specs
+        FlawRow(rate, verified, len(ids), row)
+        for verified, ids in ((False, items), (True, kept))
+        for row in restricted_rows(specs, entries, ids, out / "models")
     ]
 
 

@@ -14,8 +14,9 @@ import torch
 from loguru import logger
 
 from lmms_contam.hosts.lmms_eval import NAME as LMMS_EVAL
+from lmms_contam.lab import tiny_vlm, train
 from lmms_contam.stats import stable_seed
-from lmms_contam.synthetic import benchmark, tiny_vlm, train
+from lmms_contam.synthetic import benchmark
 from lmms_contam.synthetic.scenes import KINDS, draw_scene
 
 
@@ -90,7 +91,12 @@ def train_clean(spec: ModelSpec, recipe: TrainingRecipe, root: Path, host: str =
 
 
 def _with_lora(vlm, rank: int):
-    from peft import LoraConfig, get_peft_model
+    try:
+        from peft import LoraConfig, get_peft_model
+    except ModuleNotFoundError as exc:  # the product installs without it
+        raise ValueError(
+            "the LoRA models need peft, in the experiments extra: pip install 'lmms-contam[experiments]'"
+        ) from exc
 
     config = LoraConfig(r=rank, lora_alpha=2 * rank, target_modules="all-linear", lora_dropout=0.0)
     return get_peft_model(vlm, config)

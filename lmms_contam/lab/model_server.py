@@ -14,8 +14,8 @@ from pathlib import Path
 
 import torch
 
-from lmms_contam.synthetic import tiny_vlm, train
-from lmms_contam.synthetic.chat_endpoint import ChatEndpoint, request_parts
+from lmms_contam.lab import tiny_vlm, train
+from lmms_contam.lab.chat_endpoint import ChatEndpoint, request_parts
 
 MAX_NEW_TOKENS = 4  # a letter, then the end of the sequence
 

@@ -21,8 +21,8 @@ from lmms_contam.corpus.embed import PixelEmbedder
 from lmms_contam.corpus.embedder_configs import embedder_config
 from lmms_contam.corpus.eval_sources import DatasetSource
 from lmms_contam.corpus.scan_job import scan_source
+from lmms_contam.lab.experiment_models import TrainingRecipe
 from lmms_contam.synthetic import benchmark
-from lmms_contam.synthetic.experiment_models import TrainingRecipe
 
 TRAINING_DATA = ("clean", "contaminated", "control")
 

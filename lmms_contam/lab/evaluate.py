@@ -23,9 +23,9 @@ from lmms_contam.detectors.registry import DETECTORS
 from lmms_contam.hosts.vlmevalkit.bindings import dataset_name
 from lmms_contam.hosts.vlmevalkit.export import export_set
 from lmms_contam.hosts.vlmevalkit.hits import EXACT_MATCHING
+from lmms_contam.lab.model_server import MAX_NEW_TOKENS, ServedModels
 from lmms_contam.records import CONTAM
 from lmms_contam.set_locations import env_var
-from lmms_contam.synthetic.model_server import MAX_NEW_TOKENS, ServedModels
 
 PERTURBATION_TASK = "synthetic_contam"
 DETECTOR_TASKS = tuple(f"synthetic_{detector}" for detector in DETECTORS)

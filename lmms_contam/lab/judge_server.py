@@ -25,11 +25,12 @@ import numpy as np
 import pyarrow.parquet as pq
 from PIL import Image
 
+from lmms_contam.lab import ideal_reader
+from lmms_contam.lab.chat_endpoint import ChatEndpoint, request_parts
 from lmms_contam.letters import option_letters
 from lmms_contam.llm import EndpointConfig
 from lmms_contam.stats import stable_seed
-from lmms_contam.synthetic import benchmark, ideal_reader
-from lmms_contam.synthetic.chat_endpoint import ChatEndpoint, request_parts
+from lmms_contam.synthetic import benchmark
 
 MODEL = "synthetic-ideal-reader"
 _TARGET = re.compile(r"What colou?r is the (\w+)\?")

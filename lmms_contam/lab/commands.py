@@ -1,4 +1,6 @@
-"""The controlled-contamination experiment and the flaw study: `demo` and `experiment`."""
+"""The laboratory's commands: the controlled-contamination experiment and its flaw and judge studies (`demo`,
+`experiment`), and the scan's speed bench (`bench-scan`). The CLI finds them through the `lmms_contam.commands`
+entry-point group; this module imports nothing heavy, so `lmms-contam --help` stays fast."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import dataclasses
 from pathlib import Path
 
 from lmms_contam.commands.common import at_least, stop
+from lmms_contam.commands.corpus import add_embedder_arguments
 from lmms_contam.hosts import lmms_eval, vlmevalkit
 
 HOSTS = {lmms_eval.KEY: lmms_eval.NAME, vlmevalkit.KEY: vlmevalkit.NAME}  # --host's choices -> the hosts' names
@@ -25,22 +28,22 @@ def _with_overrides(setup, args: argparse.Namespace):
 
 
 def _experiment(args: argparse.Namespace) -> int:
-    from lmms_contam.synthetic import experiment
-    from lmms_contam.synthetic.evaluate import EvaluationError
+    from lmms_contam.lab import experiment
+    from lmms_contam.lab.evaluate import EvaluationError
 
     demo = args.command == "demo"
     try:
         if args.flaws and args.judge_errors:
             raise ValueError("--flaws and --judge-errors are two studies: run one, then the other (same --out)")
         if args.judge_errors:
-            from lmms_contam.synthetic import judge_study
+            from lmms_contam.lab import judge_study
 
             study = judge_study.DEMO_JUDGES if demo else judge_study.FULL_JUDGES
             flaws = dataclasses.replace(study.flaws, setup=_with_overrides(study.flaws.setup, args))
             outcome = judge_study.run_judge_study(dataclasses.replace(study, flaws=flaws), args.out)
             text, written = judge_study.judge_table(outcome), f"summary: {(Path(args.out) / 'judges.json').resolve()}"
         elif args.flaws:
-            from lmms_contam.synthetic import flaw_study
+            from lmms_contam.lab import flaw_study
 
             study = flaw_study.DEMO_FLAWS if demo else flaw_study.FULL_FLAWS
             outcome = flaw_study.run_flaw_study(
@@ -66,6 +69,7 @@ def _experiment(args: argparse.Namespace) -> int:
 def add_commands(commands: argparse._SubParsersAction) -> None:
     _add_demo(commands)
     _add_experiment(commands)
+    _add_bench_scan(commands)
 
 
 def _add_demo(commands: argparse._SubParsersAction) -> None:
@@ -92,7 +96,7 @@ def _add_demo(commands: argparse._SubParsersAction) -> None:
     demo.add_argument(
         "--flaws",
         action="store_true",
-        help="the flaw study in small instead: flaw rates 0 and 0.4, each set before and after "
+        help="the flaw study in small instead: flaw rates 0 and 0.4, each set read before and after "
         "`lmms-contam verify` (the same models; a few minutes more)",
     )
     demo.add_argument(
@@ -125,7 +129,7 @@ def _add_experiment(commands: argparse._SubParsersAction) -> None:
         help="the flaw study instead: how many flawed counterfactuals make a clean model look "
         "contaminated, and whether `lmms-contam verify` prevents it. Flaw rates 0, 0.1, 0.2 and 0.4; "
         "the clean, control and 30-epoch models of every seed, each evaluated by lmms-eval on every "
-        "set before and after verification; writes flaws.json",
+        "set and read on it before and after verification (one subset also run directly); writes flaws.json",
     )
     full.add_argument(
         "--judge-errors",
@@ -137,3 +141,109 @@ def _add_experiment(commands: argparse._SubParsersAction) -> None:
         "writes judges.json",
     )
     full.set_defaults(run=_experiment)
+
+
+def _bench_scan(args: argparse.Namespace) -> int:
+    from lmms_contam.lab import speed
+
+    names = ("eval", "corpus", "dim", "shards", "k", "images", "embedder", "dtype", "vectors", "growth", "scan_device")
+    settings = {name: getattr(args, name) for name in names}
+    if args.plot and not args.growth:
+        return stop("bench-scan", "--plot draws the --growth figures: give both")
+    if args.growth and args.scan_device != "cpu":
+        return stop("bench-scan", "--growth measures the CPU scan: leave --scan-device out")
+    try:
+        if args.growth:
+            return _bench_growth(args, settings)
+        from lmms_contam.corpus.embedder_configs import embedder_config
+
+        embedder = embedder_config(args.embedder).build(args.device)
+        measured = speed.measure(
+            args.eval,
+            args.corpus,
+            args.dim,
+            args.shards,
+            args.k,
+            args.images,
+            embedder,
+            args.dtype,
+            args.vectors,
+            args.scan_device,
+        )
+    except ValueError as exc:
+        return stop("bench-scan", exc)
+    print(speed.speed_table(measured.figures))
+    print("\n".join(measured.check.lines()))
+    _write_json(args.json, speed.as_json(measured.figures, settings, measured.check))
+    return 0
+
+
+def _bench_growth(args: argparse.Namespace, settings: dict) -> int:
+    import tempfile
+
+    from lmms_contam.lab import speed
+
+    with tempfile.TemporaryDirectory(prefix="lmms-contam-growth-") as folder:
+        points = speed.growth(args.eval, args.corpus, args.dim, args.shards, args.k, Path(folder), args.vectors)
+    print(speed.growth_table(points))
+    if args.plot:
+        speed.plot_growth(points, Path(args.plot))
+        print(f"plot: {args.plot}")
+    _write_json(args.json, speed.growth_json(points, settings))
+    return 0
+
+
+def _write_json(path: str | None, text: str) -> None:
+    if path:
+        from lmms_contam.atomic import atomic_path
+
+        with atomic_path(Path(path)) as tmp:
+            tmp.write_text(text + "\n")
+
+
+def _add_bench_scan(commands: argparse._SubParsersAction) -> None:
+    bench = commands.add_parser(
+        "bench-scan",
+        help="measure the scan and the embedding pipeline against baselines timed in the same run",
+        description="Times the exact scan against the bare matrix products of the same shapes and faiss "
+        "IndexFlatIP on the same vectors, the embedding pipeline against the model's forward on pre-decoded "
+        "tensors, embed-once + scan against the per-pair recipe (extrapolated from a few pairs), a scan whose shard "
+        "pages were evicted against a warm one (and its read rate against a plain sequential read), and peak "
+        "memory for a 4x larger memory-mapped corpus. Prints measured figures and their ratios, where the scan's "
+        "time goes, and its result checked against float64 brute force. --growth measures how cost grows instead.",
+    )
+    bench.add_argument("--eval", type=at_least(1), default=5000, help="eval vectors (default 5000)")
+    bench.add_argument("--corpus", type=at_least(1), default=100_000, help="corpus vectors (default 100000)")
+    bench.add_argument("--dim", type=at_least(1), default=768, help="vector dimension (default 768, ViT-L/14)")
+    bench.add_argument("--shards", type=at_least(1), default=4, help="corpus shards (default 4)")
+    bench.add_argument("--k", type=at_least(1), default=10, help="top-k (default 10)")
+    bench.add_argument("--images", type=at_least(2), default=64, help="images for the embedding figures")
+    bench.add_argument(
+        "--dtype",
+        choices=["float16", "float32"],
+        default="float16",
+        help="how the corpus shards are stored (default float16, as LAION's dumps)",
+    )
+    bench.add_argument(
+        "--vectors",
+        choices=["random", "clip-like"],
+        default="random",
+        help="the vectors scanned: random unit vectors, or clip-like ones (a shared mean direction, 200 clusters, "
+        "near-copies planted around the 0.9 threshold; lmms_contam/lab/speed.py ClipLike)",
+    )
+    bench.add_argument(
+        "--growth",
+        action="store_true",
+        help="instead: time the scan at 1x, 2x, 4x the corpus and the eval set, print the growth exponents and "
+        "the peak memory at each size",
+    )
+    bench.add_argument("--plot", help="with --growth: also draw time and memory against size into this PNG")
+    bench.add_argument("--json", help="also write the figures as JSON here")
+    bench.add_argument(
+        "--scan-device",
+        default="cpu",
+        help="torch device for the scan's products (default cpu; e.g. cuda: float16 there, timed against its own "
+        "bare products and faiss on the CPU, cold against warm to show whether reading the shards bounds it)",
+    )
+    add_embedder_arguments(bench, default="efficientnet-lite0")
+    bench.set_defaults(run=_bench_scan)

@@ -21,12 +21,12 @@ from lmms_contam.detectors.registry import DETECTORS
 from lmms_contam.hosts.lmms_eval import NAME as LMMS_EVAL
 from lmms_contam.hosts.readers import read_runs
 from lmms_contam.hosts.vlmevalkit import NAME as VLMEVALKIT
+from lmms_contam.lab.evaluate import DETECTOR_TASKS, PERTURBATION_TASK, evaluate, evaluate_vlmevalkit, resolving
+from lmms_contam.lab.experiment_models import ModelSpec, TrainingRecipe, build_models, plan
+from lmms_contam.lab.image_only_rates import image_only_rates
 from lmms_contam.report import analysis
 from lmms_contam.report.build import build as build_report
 from lmms_contam.synthetic import benchmark
-from lmms_contam.synthetic.evaluate import DETECTOR_TASKS, PERTURBATION_TASK, evaluate, evaluate_vlmevalkit, resolving
-from lmms_contam.synthetic.experiment_models import ModelSpec, TrainingRecipe, build_models, plan
-from lmms_contam.synthetic.image_only_rates import image_only_rates
 
 FLAG_P = 0.01  # "flagged": delta < 0 with McNemar p below this
 CLEAN_ALPHA = 0.05  # clean models and controls must not be significant at this level
