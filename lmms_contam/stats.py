@@ -11,12 +11,13 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy.stats import beta, binomtest, fisher_exact
+from scipy.stats import beta, binom, binomtest, fisher_exact
 
 DEFAULT_RESAMPLES = 10_000
 # Below this many items on either side, a subset comparison reports counts but no verdict.
 MIN_SUBSET = 10
 VARIANCE_PSEUDO = 0.5  # pseudo-counts per group for the variance behind an effective sample size
+DETECTION_POWER = 0.8  # the power at which the report states the smallest drop a verdict could have missed
 
 
 def stable_seed(*parts: str) -> int:
@@ -45,6 +46,41 @@ def mcnemar_exact_p(original: Sequence[int], perturbed: Sequence[int]) -> float:
     if n == 0:
         return 1.0
     return float(binomtest(right_to_wrong, n, 0.5, alternative="two-sided").pvalue)
+
+
+def _fewest_losses_rejected(alpha: float, n: int) -> np.ndarray:
+    """For each count k = 0..n of discordant pairs, the fewest pairs lost (right to wrong) at which the two-sided
+    exact McNemar test rejects at `alpha` in the direction of a drop (k + 1 where it never does)."""
+    k = np.arange(n + 1)
+    fewest = binom.isf(alpha / 2, k, 0.5).astype(np.int64) + 1  # P(X >= l) <= alpha / 2
+    fewest = np.maximum(fewest, k // 2 + 1)  # a drop: more lost than gained
+    p_value = np.minimum(1.0, 2 * binom.sf(fewest - 1, k, 0.5))
+    return np.where(p_value < alpha, fewest, np.where(fewest + 1 <= k, fewest + 1, k + 1))
+
+
+def drop_power(n: int, drop: float, discordant: float, alpha: float) -> float:
+    """The chance that the exact McNemar test flags a drop of `drop` (pairs lost minus pairs gained, as a share of
+    the n pairs) when a share max(`discordant`, `drop`) of the pairs is answered differently."""
+    share = max(discordant, drop)
+    if share <= 0:
+        return 0.0
+    k = np.arange(n + 1)
+    lost_given_discordant = min(1.0, (1 + drop / share) / 2)
+    rejected = binom.sf(_fewest_losses_rejected(alpha, n) - 1, k, lost_given_discordant)
+    return float(np.sum(binom.pmf(k, n, share) * rejected))
+
+
+def minimum_detectable_drop(n: int, discordant: float, alpha: float, power: float = DETECTION_POWER) -> float | None:
+    """The smallest drop (as a share of the n pairs) the exact McNemar test flags with `power` at `alpha`, when a
+    share `discordant` of the pairs is answered differently (or the drop's own share, if larger): how small a
+    drop a verdict of no evidence could have missed. None where no drop at all reaches that power at this n."""
+    if n <= 0 or drop_power(n, 1.0, discordant, alpha) < power:
+        return None
+    low, high = 0.0, 1.0
+    while high - low > 1e-5:
+        middle = (low + high) / 2
+        low, high = (low, middle) if drop_power(n, middle, discordant, alpha) >= power else (middle, high)
+    return high
 
 
 def above_chance_p(correct: Sequence[int], chance: Sequence[float]) -> float:

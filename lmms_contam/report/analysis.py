@@ -65,6 +65,9 @@ class BenchmarkResult:
     scored_set: SetStatus | None = None  # whether the set it was scored on was verified
     averages_strata: bool = False  # its accuracies are macro averages over the categories, as its host's are
     interval_vs_test: str = ""  # where the drawn interval and the verdict's test disagree: which governs, and why
+    # The smallest drop (share of the pairs) its test flags with 80% power at this n and discordance, at Holm's
+    # strictest step (alpha / the model's benchmarks); None where no drop can be at this n.
+    minimum_detectable_drop: float | None = None
 
 
 def analyse(entry: ModelBenchmark) -> BenchmarkResult:
@@ -143,6 +146,11 @@ def decide(results: list[BenchmarkResult], alpha: float = 0.05) -> list[Benchmar
             else:
                 result.verdict = INCONCLUSIVE
             result.interval_vs_test = interval_vs_test(result, len(model_results), alpha)
+            c = result.comparison
+            discordant = (c.right_to_wrong + c.wrong_to_right) / c.n_pairs if c.n_pairs else 0.0
+            result.minimum_detectable_drop = stats.minimum_detectable_drop(
+                c.n_pairs, discordant, alpha / len(model_results)
+            )
     return results
 
 

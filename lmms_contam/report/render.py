@@ -65,7 +65,7 @@ def model_sentences(analysed: Analysed) -> list[str]:
     for model in sorted(by_model, key=contaminated_first):
         results = by_model[model]
         contaminated = [r for r in results if r.verdict == CONTAMINATED]
-        dropped = [r.benchmark for r in results if r.verdict == INCONCLUSIVE]
+        dropped = [r for r in results if r.verdict == INCONCLUSIVE]
         clean = [r for r in results if r.verdict == NO_EVIDENCE]
         parts = []
         if contaminated:
@@ -81,11 +81,24 @@ def model_sentences(analysed: Analysed) -> list[str]:
                 )
             )
         if dropped:
-            parts.append(f"a drop that is not significant on {_listed(dropped)}")
+            parts.append(f"a drop that is not significant on {_listed([r.benchmark for r in dropped])}")
         if clean:
             parts.append(f"no evidence on {'the other ' if parts else ''}{_benchmarks(len(clean))}")
+        if dropped or clean:
+            parts[-1] += _detectable([*dropped, *clean])
         sentences.append(f"{analysed.names[model]}: {'; '.join(parts)}.")
     return sentences
+
+
+def _detectable(results: list[BenchmarkResult]) -> str:
+    """How large a drop the verdicts short of contamination could have missed (80% power, Holm's strictest step)."""
+    drops = [r.minimum_detectable_drop for r in results]
+    if any(drop is None for drop in drops):
+        too_small = [r.benchmark for r in results if r.minimum_detectable_drop is None]
+        return f" (too few pairs to detect any drop on {_listed(too_small)})"
+    low, high = 100 * min(drops), 100 * max(drops)
+    size = f"{low:.1f}" if round(low, 1) == round(high, 1) else f"{low:.1f}-{high:.1f}"
+    return f" (a drop of {size} points or more would have been flagged with 80% power)"
 
 
 def model_rows(analysed: Analysed) -> tuple[list[str], list[list[str]]]:
@@ -133,6 +146,7 @@ def _result_json(r: BenchmarkResult, display_name: str) -> dict:
         "delta": r.comparison.delta,
         "delta_ci": [r.comparison.ci_low, r.comparison.ci_high],
         "mcnemar_p": r.comparison.mcnemar_p,
+        "minimum_detectable_drop": r.minimum_detectable_drop,
         "p_adjusted": r.p_adjusted,
         "right_to_wrong": r.comparison.right_to_wrong,
         "wrong_to_right": r.comparison.wrong_to_right,
@@ -320,6 +334,7 @@ def detail_rows(analysed: Analysed) -> tuple[list[str], list[list[str]]]:
         "delta [95% CI]",
         "McNemar p",
         "p (Holm)",
+        "detectable drop",
         "flagged",
         "verdict",
         "set",
@@ -335,6 +350,7 @@ def detail_rows(analysed: Analysed) -> tuple[list[str], list[list[str]]]:
             delta_text(r),
             p_text(r.comparison.mcnemar_p),
             p_text(r.p_adjusted),
+            "none" if r.minimum_detectable_drop is None else f"{100 * r.minimum_detectable_drop:.1f}",
             str(len(r.flagged)),
             MARK[r.verdict],
             r.scored_set.short() if r.scored_set else "unknown",
@@ -478,7 +494,8 @@ def to_markdown(analysed: Analysed) -> str:
         parts += [
             f"Semantic perturbation: accuracy in % as the host computes it; delta = perturbed - original on the same "
             f"items, 95% CI; exact McNemar test, Holm-corrected across each model's benchmarks; contaminated = "
-            f"delta < 0 and p (Holm) < {alpha}.",
+            f"delta < 0 and p (Holm) < {alpha}. Detectable drop: the smallest drop in points the test flags with "
+            f"80% power at that n and discordance, at alpha / the model's benchmarks (Holm's strictest step).",
             "",
         ]
     if results or analysed.scanned:

@@ -46,3 +46,36 @@ def test_the_delta_interval_is_no_wider_than_a_normal_one_at_large_n(delta_cover
         normal = 2 * norm.ppf(0.975) * np.sqrt((lost + gained - (gained - lost) ** 2) / 1000)
         if 1000 * min(lost, gained) >= 50:
             assert m.width <= 1.05 * normal, m
+
+
+@pytest.mark.parametrize(("n", "discordant", "alpha"), [(24, 0.2, 0.05), (150, 0.1, 0.05), (500, 0.3, 0.025),
+                                                        (1000, 0.05, 0.05), (60, 0.0, 0.05)])  # fmt: skip
+def test_the_stated_minimum_detectable_drop_is_flagged_with_80_percent_power(n, discordant, alpha):
+    """Simulated benchmarks at the stated drop and discordance, each put to the report's own exact McNemar test:
+    the share flagged as a drop is 0.8 within its 99% interval (4,000 benchmarks per case)."""
+    from scipy.stats import binomtest
+
+    from lmms_contam import stats
+
+    drop = stats.minimum_detectable_drop(n, discordant, alpha)
+    assert drop is not None and 0 < drop <= 1
+    share = max(discordant, drop)
+    rng = np.random.default_rng(int(stats.stable_seed("mde", str(n), str(discordant))))
+    counts = rng.multinomial(n, [(share + drop) / 2, (share - drop) / 2, 1 - share], size=4000)
+    flagged = 0
+    for lost, gained, same in counts:
+        original = [1] * lost + [0] * gained + [1] * same
+        perturbed = [0] * lost + [1] * gained + [1] * same
+        flagged += lost > gained and stats.mcnemar_exact_p(original, perturbed) < alpha
+    interval = binomtest(flagged, len(counts)).proportion_ci(0.99, method="exact")
+    assert interval.low <= stats.DETECTION_POWER <= interval.high, (flagged, drop)
+    # A smaller drop is flagged less often: the stated one is the smallest with that power.
+    assert stats.drop_power(n, 0.9 * drop, discordant, alpha) < stats.DETECTION_POWER
+
+
+def test_no_drop_is_detectable_where_the_benchmark_is_too_small():
+    """With 4 pairs even all of them lost is never significant at 0.05 (p = 0.125): no drop is stated."""
+    from lmms_contam import stats
+
+    assert stats.minimum_detectable_drop(4, 0.5, 0.05) is None
+    assert stats.minimum_detectable_drop(6, 0.5, 0.05) is not None  # all 6 lost: p = 0.031

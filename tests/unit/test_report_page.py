@@ -81,8 +81,16 @@ def test_one_sentence_per_model_says_who_is_contaminated_on_what():
     mmstar = next(r for r in analysed.results if r.model == leaky and r.benchmark == "mmstar")
     assert mmstar.verdict == analysis.CONTAMINATED
     assert f"contaminated on mmstar (delta {100 * mmstar.comparison.delta:+.1f} points, p " in leaky_sentence
-    others = sum(r.verdict == analysis.NO_EVIDENCE for r in analysed.results if r.model == leaky)
-    assert leaky_sentence.endswith(f"no evidence on the other {others} benchmarks.")
+    others = [r for r in analysed.results if r.model == leaky and r.verdict != analysis.CONTAMINATED]
+    assert all(r.verdict == analysis.NO_EVIDENCE for r in others)
+    # Beside "no evidence": how large a drop it could have missed, from each benchmark's n and discordance.
+    drops = sorted(100 * r.minimum_detectable_drop for r in others)
+    assert 0 < drops[0] <= drops[-1] < 100
+    size = f"{drops[0]:.1f}" if f"{drops[0]:.1f}" == f"{drops[-1]:.1f}" else f"{drops[0]:.1f}-{drops[-1]:.1f}"
+    assert leaky_sentence.endswith(
+        f"no evidence on the other {len(others)} benchmarks (a drop of {size} points or more would have been "
+        "flagged with 80% power)."
+    )
     assert next(s for s in sentences if s.startswith("clean: ")).count("contaminated") == 0
     markdown = render.to_markdown(analysed)
     assert markdown.index("leaky: contaminated on mmstar") < markdown.index("## Leaderboard")
