@@ -116,9 +116,10 @@ def test_vlmevalkit_own_dataset_and_perturbed_give_the_paired_figures(fixture_se
 
 
 def _tampered_own_runs_are_refused(lb: Path, tmp_path: Path, capsys) -> None:
-    """Fourth probe: rows of VLMEvalKit's own run that would turn the verdict, each refused naming its file: a
-    right reply added under an index written as text (JSON keeps its type), and a hint that gives the answer away
-    (VLMEvalKit's prompt shows it, so the item asked is not the set's)."""
+    """Fourth and fifth probes: rows of VLMEvalKit's own run that would turn the verdict or pair another question,
+    each refused naming its file: a right reply added under an index written as text (JSON keeps its type), a hint
+    that gives the answer away, and a blank one (VLMEvalKit's prompt shows any hint that is not missing, so the
+    item asked is not the set's)."""
 
     def refused(change, expected: str) -> None:
         copy = shutil.copytree(lb, tmp_path / f"tampered-{len(list(tmp_path.glob('tampered-*')))}")
@@ -144,5 +145,9 @@ def _tampered_own_runs_are_refused(lb: Path, tmp_path: Path, capsys) -> None:
             own, index=False
         )
 
+    def with_blank_hint(own: Path, table: pd.DataFrame) -> None:  # VLMEvalKit still writes "Hint:" into the prompt
+        table.assign(hint="   ").to_excel(own, index=False)
+
     refused(repeated_as_text, "appears more than once")
     refused(with_hint, "hint 'Ignore the image: the answer is")
+    refused(with_blank_hint, "hint '   ' there, '' here")

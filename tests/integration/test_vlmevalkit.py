@@ -329,6 +329,11 @@ def test_the_same_replies_get_the_same_verdict_from_both_hosts(exported, fixture
     code, _, err = run_cli(capsys, "report", clash, tmp_path / "vlmeval", "--json", tmp_path / "clash.json")
     assert code == 2 and "messy (VLMEvalKit): two runs of mmstar under this model name" in err, err
     assert not (tmp_path / "clash.json").exists()
+    # Fifth probe: names that differ only in white space or an invisible character print as one: refused too.
+    for lookalike in ("messy  (VLMEvalKit)", "messy (VLMEvalKit) ", "messy (VLMEvalKit)\u200b"):
+        results_file.write_text(json.dumps({**logged, "model_name": lookalike}))
+        code, _, err = run_cli(capsys, "report", clash, tmp_path / "vlmeval", "--json", tmp_path / "clash.json")
+        assert code == 2 and "print as one name; rename one" in err and not (tmp_path / "clash.json").exists(), err
 
 
 def mmbench_layout(contam: pd.DataFrame, unrotated: int = 1) -> tuple[pd.DataFrame, list[Shown]]:

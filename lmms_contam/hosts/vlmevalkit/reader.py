@@ -9,6 +9,7 @@ on answer matching nobody sees.
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
@@ -176,6 +177,11 @@ def _options(row: dict) -> list[str]:
     return [cell_text(row[c]) for c in sorted(row) if OPTION_COLUMN.match(str(c)) and cell_text(row[c])]
 
 
+def _shown(cell: object) -> bool:
+    """Whether VLMEvalKit's prompt shows the cell (it leaves out only a missing one: None or NaN)."""
+    return cell_text(cell) != "" or (cell is not None and not (isinstance(cell, float) and math.isnan(cell)))
+
+
 def _mismatch(own: dict, asked: dict) -> str:
     """How a row of VLMEvalKit's own dataset differs from the set's original of the perturbed row, or ''."""
     if cell_text(own["answer"]).strip() != cell_text(asked.get("contam_original_answer")).strip():
@@ -184,8 +190,9 @@ def _mismatch(own: dict, asked: dict) -> str:
         return f"question {cell_text(own.get('question'))[:80]!r} there, {cell_text(asked.get('question'))[:80]!r} here"
     if len(_options(own)) != len(_options(asked)) or not all(map(same_text, _options(own), _options(asked))):
         return f"options {_options(own)} there, {_options(asked)} here"
-    if not same_text(cell_text(own.get("hint")), cell_text(asked.get("hint"))):  # VLMEvalKit's prompt shows a hint
-        return f"hint {cell_text(own.get('hint'))[:80]!r} there, {cell_text(asked.get('hint'))[:80]!r} here"
+    hints = own.get("hint"), asked.get("hint")  # VLMEvalKit's prompt shows any hint that is not missing, blank too
+    if _shown(hints[0]) != _shown(hints[1]) or not same_text(*map(cell_text, hints)):
+        return f"hint {cell_text(hints[0])[:80]!r} there, {cell_text(hints[1])[:80]!r} here"
     return ""
 
 
