@@ -195,10 +195,8 @@ def run_flaw_study(study: FlawSetup, out: str | Path) -> FlawOutcome:
         rows += _flaw_rows(rate, sets[rate], specs, entries[rate], out)
     worst = max(study.rates)  # the most items removed: the largest test of reading a subset from the whole run
     clean = next(s for s in specs if s.seed == setup.seeds[0] and s.strategy == "clean")
-    direct = shortcut_check(
-        f"the verified set of f = {worst:.2f}", sets[worst].parent, clean, folders[f"seed{clean.seed}-{clean.name}"],
-        entries[worst], out,
-    )  # fmt: skip
+    model, what = folders[f"seed{clean.seed}-{clean.name}"], f"the verified set of f = {worst:.2f}"
+    direct = shortcut_check(what, sets[worst].parent, clean, model, entries[worst], out)
     outcome = FlawOutcome(
         rows=rows, screenings=screenings, checks=[direct, *check_flaw_study(rows)], seconds=time.monotonic() - started
     )
@@ -287,7 +285,7 @@ def _flaw_rows(rate: float, data: Path, specs: list[ModelSpec], entries: list[Mo
         pq.read_table(data.parent / VERIFIED_SUBSET / "data.parquet", columns=["item_id"])["item_id"].to_pylist()
     )
     return [
-        FlawRow(rate, verified, len(ids), row)
+        FlawRow(rate=rate, verified=verified, items=len(ids), row=row)
         for verified, ids in ((False, items), (True, kept))
         for row in restricted_rows(specs, entries, ids, out / "models")
     ]
