@@ -237,7 +237,13 @@ def test_html_page_shows_plots_and_image_pairs_and_makes_no_network_request(outp
     every = len(perturb_from_hub())
     assert "<li>contam_test_memoriser: contaminated on ai2d (delta -100.0 points, p " in summary
     assert summary.count("(delta -100.0 points, p ") == every and " and seedbench (delta -100.0 points, p " in summary
-    assert f"<li>contam_test_oracle: no evidence on {every} benchmarks.</li>" in summary
+    # 12 pairs each, none answered differently, at 0.05 / 9: only a drop of most pairs is flagged 80% of the time.
+    detectable = re.search(
+        rf"<li>contam_test_oracle: no evidence on {every} benchmarks \(a drop of ([\d.]+)(?:-[\d.]+)? points or more "
+        r"would have been flagged with 80% power\)\.</li>",
+        summary,
+    )
+    assert detectable and 50 < float(detectable[1]) <= 100, summary
     # Every image pair names its model; each image opens at full size over the page (its anchor is :target).
     pairs = text.split('<div class="pair">')[1:]
     assert pairs and all("<b>contam_test_memoriser</b>: " in pair for pair in pairs)
