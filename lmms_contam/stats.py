@@ -52,34 +52,40 @@ def _fewest_losses_rejected(alpha: float, n: int) -> np.ndarray:
     """For each count k = 0..n of discordant pairs, the fewest pairs lost (right to wrong) at which the two-sided
     exact McNemar test rejects at `alpha` in the direction of a drop (k + 1 where it never does)."""
     k = np.arange(n + 1)
-    fewest = binom.isf(alpha / 2, k, 0.5).astype(np.int64) + 1  # P(X >= l) <= alpha / 2
-    fewest = np.maximum(fewest, k // 2 + 1)  # a drop: more lost than gained
+    fewest = np.maximum(binom.isf(alpha / 2, k, 0.5).astype(np.int64) + 1, k // 2 + 1)  # P(X >= l) <= alpha / 2
     p_value = np.minimum(1.0, 2 * binom.sf(fewest - 1, k, 0.5))
-    return np.where(p_value < alpha, fewest, np.where(fewest + 1 <= k, fewest + 1, k + 1))
+    return fewest + (p_value >= alpha)  # at exactly alpha (a dyadic alpha) the test needs one pair more
+
+
+def _power(fewest: np.ndarray, drop: float, discordant: float) -> float:
+    n = len(fewest) - 1
+    share = max(discordant, drop)
+    if share <= 0:
+        return 0.0
+    k = np.arange(n + 1)
+    rejected = binom.sf(fewest - 1, k, min(1.0, (1 + drop / share) / 2))  # given k discordant, a lost share
+    return float(np.sum(binom.pmf(k, n, share) * rejected))
 
 
 def drop_power(n: int, drop: float, discordant: float, alpha: float) -> float:
     """The chance that the exact McNemar test flags a drop of `drop` (pairs lost minus pairs gained, as a share of
     the n pairs) when a share max(`discordant`, `drop`) of the pairs is answered differently."""
-    share = max(discordant, drop)
-    if share <= 0:
-        return 0.0
-    k = np.arange(n + 1)
-    lost_given_discordant = min(1.0, (1 + drop / share) / 2)
-    rejected = binom.sf(_fewest_losses_rejected(alpha, n) - 1, k, lost_given_discordant)
-    return float(np.sum(binom.pmf(k, n, share) * rejected))
+    return _power(_fewest_losses_rejected(alpha, n), drop, discordant)
 
 
 def minimum_detectable_drop(n: int, discordant: float, alpha: float, power: float = DETECTION_POWER) -> float | None:
     """The smallest drop (as a share of the n pairs) the exact McNemar test flags with `power` at `alpha`, when a
     share `discordant` of the pairs is answered differently (or the drop's own share, if larger): how small a
     drop a verdict of no evidence could have missed. None where no drop at all reaches that power at this n."""
-    if n <= 0 or drop_power(n, 1.0, discordant, alpha) < power:
+    if n <= 0:
+        return None
+    fewest = _fewest_losses_rejected(alpha, n)  # the same test at every drop tried
+    if _power(fewest, 1.0, discordant) < power:
         return None
     low, high = 0.0, 1.0
     while high - low > 1e-5:
         middle = (low + high) / 2
-        low, high = (low, middle) if drop_power(n, middle, discordant, alpha) >= power else (middle, high)
+        low, high = (low, middle) if _power(fewest, middle, discordant) >= power else (middle, high)
     return high
 
 

@@ -30,6 +30,8 @@ def _outputs_are_not_inputs(args: argparse.Namespace) -> None:
     from lmms_contam.hosts.readers import read_files
     from lmms_contam.report.inputs import ReportInputError
 
+    if not (args.markdown or args.json or args.html):
+        return
     inputs = read_files([*args.paths, *filter(None, [args.text_only_baseline])])
     if args.scans:  # a scan folder is read whole
         inputs |= {path.resolve() for path in [Path(args.scans), *Path(args.scans).rglob("*")]}

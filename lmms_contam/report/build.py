@@ -3,7 +3,6 @@ files appear together or not at all."""
 
 from __future__ import annotations
 
-import unicodedata
 from pathlib import Path
 
 from lmms_contam.atomic import atomic_paths
@@ -11,18 +10,13 @@ from lmms_contam.report import analysis, benchmark_rates, inputs, render, set_jo
 from lmms_contam.report.set_status import set_status
 
 
-def _printed(name: str) -> str:
-    """A model's name as a page shows it: invisible characters dropped, runs of white space one space."""
-    return " ".join("".join(ch for ch in name if unicodedata.category(ch) != "Cf").split())
-
-
 def _one_run_each(loaded: inputs.Loaded) -> None:
     """Two runs under one model's name (two hosts', or a name made to match another's) would be merged into one
     row, one of them lost and the correction across benchmarks miscounted; two names that print alike would be
     two rows no reader can tell apart: both refused, naming both."""
-    printed: dict[str, str] = {}
+    shown: dict[str, str] = {}
     for model in sorted({e.model for e in loaded.benchmarks} | {r.model for r in loaded.detectors}):
-        other = printed.setdefault(_printed(model), model)
+        other = shown.setdefault(render.printed(model), model)
         if other != model:
             raise inputs.ReportInputError(f"models {other!r} and {model!r} print as one name; rename one")
     seen: dict[tuple[str, ...], str] = {}

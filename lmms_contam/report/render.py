@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import unicodedata
 from dataclasses import asdict
 
 from lmms_contam import __version__
@@ -364,11 +365,16 @@ MARKDOWN_SPECIAL = re.compile(r"([\\`*_<|~&#])")  # inside a table cell, after l
 BLOCK_MARKER = re.compile(r"^(\d*)(>|[+-](?= |$)|(?<=\d)[.)](?= |$))")  # a quote or list marker opening a line
 
 
+def printed(text: str) -> str:
+    """The user's text as a page shows it: invisible characters dropped, any run of white space one space."""
+    return " ".join("".join(ch for ch in str(text) if unicodedata.category(ch) != "Cf").split())
+
+
 def markdown_text(text: str) -> str:
     """A cell's text as literal Markdown: model names and arguments are the user's, and a `|`, a link, an
     HTML tag, emphasis or a line break in them must not change the table or the page it is rendered into
     (a link needs `](`: escaping that keeps the report's own `[low, high]` intervals readable)."""
-    escaped = MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
+    escaped = MARKDOWN_SPECIAL.sub(r"\\\1", printed(text))
     return escaped.replace("](", "]\\(")
 
 

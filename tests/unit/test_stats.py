@@ -160,3 +160,21 @@ def test_subset_gap_with_too_few_or_no_items():
     assert np.isnan(none_flagged.gap) and np.isnan(none_flagged.acc_flagged) and none_flagged.acc_clean == 0.5
     with pytest.raises(ValueError, match="0/1"):
         stats.compare_subsets(["a"], [0.5], [True])
+
+
+@pytest.mark.parametrize("alpha", [0.05, 0.0625, 0.05 / 9])  # 0.0625 = 1/16: some tails equal it exactly
+def test_the_power_calculation_rejects_exactly_where_the_exact_mcnemar_test_does(alpha):
+    """The detectable drop rests on the fewest pairs lost that the report's test calls a significant drop, for
+    every count of discordant pairs: checked against that test itself."""
+    from lmms_contam.stats import _fewest_losses_rejected
+
+    fewest = _fewest_losses_rejected(alpha, 60)
+
+    def flags(lost: int, gained: int) -> bool:
+        p = stats.mcnemar_exact_p([1] * lost + [0] * gained, [0] * lost + [1] * gained)
+        return lost > gained and p < alpha
+
+    for k in range(61):
+        rejected = [lost for lost in range(k + 1) if flags(lost, k - lost)]
+        assert fewest[k] == (rejected[0] if rejected else k + 1), k
+        assert rejected == list(range(fewest[k], k + 1))

@@ -179,7 +179,7 @@ def _options(row: dict) -> list[str]:
 
 def _shown(cell: object) -> bool:
     """Whether VLMEvalKit's prompt shows the cell (it leaves out only a missing one: None or NaN)."""
-    return cell_text(cell) != "" or (cell is not None and not (isinstance(cell, float) and math.isnan(cell)))
+    return cell is not None and not (isinstance(cell, float) and math.isnan(cell))
 
 
 def _mismatch(own: dict, asked: dict) -> str:
