@@ -8,6 +8,7 @@ JSON, so two runs agree on a digest whatever the order of a dict's keys.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -98,3 +99,14 @@ def absolute(value: str | None) -> str | None:
         return None
     path = Path(value)
     return str(path.resolve()) if path.exists() else value
+
+
+@functools.cache
+def package_code_digest() -> str:
+    """SHA-256 of the package's Python sources: a cache of what its code computed (the tasks' documents) is
+    reused only by the same code, so an upgrade or an edit never serves documents an older version shaped."""
+    package = Path(__file__).resolve().parent
+    sha = hashlib.sha256()
+    for source in sorted(package.rglob("*.py")):
+        sha.update(source.relative_to(package).as_posix().encode() + b"\0" + source.read_bytes())
+    return sha.hexdigest()

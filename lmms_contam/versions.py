@@ -31,6 +31,7 @@ class Version:
     gold: str
     image: str | None  # the set row's column holding the image shown; None: the image is withheld
     order: tuple[int, ...] | None = None  # which of the row's options each position shows; None: as they are
+    hidden: int | None = None  # the option shown masked, whose text is the gold (masked-option guessing)
 
 
 def item_versions(benchmark: str, family: str, row: dict, rotate_all: bool = False) -> list[Version]:
@@ -57,6 +58,9 @@ def item_versions(benchmark: str, family: str, row: dict, rotate_all: bool = Fal
         item_id=row["item_id"], options=options, gold=letters.index(row["original_answer"]), rotate_all=rotate_all
     )
     image = NO_IMAGE if detector.withholds_image else ORIGINAL_IMAGE
+    if detector.hides:
+        hidden = detector.hides(item)
+        return [Version(variant, options[hidden], image, hidden=hidden) for variant in detector.orders(item)]
     return [
         Version(
             variant=variant,

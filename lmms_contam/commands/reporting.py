@@ -32,7 +32,7 @@ def _outputs_are_not_inputs(args: argparse.Namespace) -> None:
 
     if not (args.markdown or args.json or args.html):
         return
-    inputs = read_files([*args.paths, *filter(None, [args.text_only_baseline])])
+    inputs = read_files([*args.paths, *_baseline_paths(args).values()])
     if args.scans:  # a scan folder is read whole
         inputs |= {path.resolve() for path in [Path(args.scans), *Path(args.scans).rglob("*")]}
     sets = _set_files()
@@ -54,14 +54,15 @@ def _report(args: argparse.Namespace) -> int:
     from lmms_contam.hosts.base import ReadOptions
     from lmms_contam.hosts.readers import read_runs
     from lmms_contam.report.build import build
-    from lmms_contam.report.inputs import Loaded, ReportInputError, text_only_baselines
+    from lmms_contam.report.inputs import Loaded, ReportInputError, baseline_runs
 
     try:
         _outputs_are_not_inputs(args)
         options = ReadOptions(pair_differing_settings=args.pair_differing_settings)
         loaded = read_runs(args.paths, options) if args.paths else Loaded([], [])
-        baseline = args.text_only_baseline
-        baselines = text_only_baselines(read_runs([baseline]), baseline) if baseline else None
+        baselines = {}
+        for detector, path in _baseline_paths(args).items():
+            baselines |= baseline_runs(read_runs([path]), path, detector)
         _, markdown = build(
             loaded,
             alpha=args.alpha,
@@ -85,6 +86,29 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+# Each detector's Baseline option (detectors/), spelt here so that building the parser imports no detector;
+# tests/unit/test_host_registry.py checks the two agree.
+BASELINE_OPTIONS = {
+    "--text-only-baseline": (
+        "text_only",
+        "the base LLM's output of the *_text_only tasks: text-only leakage is then MMStar's multi-modal leakage, "
+        "max(0, S_wv - S_t), with S_t that run's accuracy on the same items (default: against chance, 1 / options)",
+    ),
+    "--masked-option-reference": (
+        "masked_option",
+        "a clean reference model's output of the *_masked_option tasks: masked-option guessing is then measured "
+        "against its exact matches on the same items (default: the benchmark's rate by construction, which only "
+        "procedural benchmarks state; without either there is no p-value)",
+    ),
+}
+
+
+def _baseline_paths(args: argparse.Namespace) -> dict[str, str]:
+    """Per detector, the reference model's run the user named with its Baseline option."""
+    named = {detector: getattr(args, f"{detector}_baseline") for detector, _ in BASELINE_OPTIONS.values()}
+    return {detector: path for detector, path in named.items() if path}
+
+
 def add_commands(commands: argparse._SubParsersAction) -> None:
     _add_report(commands)
 
@@ -105,13 +129,8 @@ def _add_report(commands: argparse._SubParsersAction) -> None:
     report.add_argument("--markdown", help="write the Markdown tables here (default: print them)")
     report.add_argument("--json", help="write the versioned JSON here")
     report.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
-    report.add_argument(
-        "--text-only-baseline",
-        metavar="RUN",
-        help="the base LLM's lmms-eval output of the *_text_only tasks: text-only leakage is then "
-        "MMStar's multi-modal leakage, max(0, S_wv - S_t), with S_t that run's accuracy on the "
-        "same items (default: against chance, 1 / options)",
-    )
+    for option, (detector, about) in BASELINE_OPTIONS.items():
+        report.add_argument(option, metavar="RUN", dest=f"{detector}_baseline", help=about)
     report.add_argument(
         "--pair-differing-settings",
         action="store_true",

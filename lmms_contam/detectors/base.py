@@ -26,6 +26,16 @@ class AskedItem:
     rotate_all: bool = False  # the run asks CircularEval to rotate the items it would otherwise leave out
 
 
+@dataclass(frozen=True)
+class Baseline:
+    """Another model's run of a detector's versions as its reference, in place of its own (MMStar's multi-modal
+    leakage: a base LLM's text-only run; masked-option guessing: a clean reference model's run)."""
+
+    option: str  # the report's option naming that run (commands/reporting.py spells it, with its help)
+    # The signal given (records, the other run's records, that model's name).
+    signal: Callable[[Iterable[ContamRecord], Iterable[ContamRecord], str], DetectorSignal]
+
+
 @dataclass(frozen=True, kw_only=True)
 class Detector:
     name: str  # its task family: lmms-eval tasks <benchmark>_<name>
@@ -43,6 +53,10 @@ class Detector:
     signal: Callable[..., DetectorSignal]
     withholds_image: bool = False  # its versions are asked without the image
     leaves_out_items: bool = False  # it asks some items once unless the run's rotate-all switch is on (AskedItem)
-    # Its signal against another model's run of the same versions instead of its own reference (MMStar's
-    # multi-modal leakage: a base LLM's text-only run), given (records, the other run's records, its name).
-    against_baseline: Callable[[Iterable[ContamRecord], Iterable[ContamRecord], str], DetectorSignal] | None = None
+    baseline: Baseline | None = None  # another model's run as its reference, where the user gives one
+    # It hides one wrong option (the index `hides` gives) and asks for its text: its version's gold is that
+    # text, `instruction` replaces the host's request for a letter, and `scores_reply(reply, gold)` gives the
+    # 0/1 correctness in place of the host's letter matching.
+    hides: Callable[[AskedItem], int] | None = None
+    instruction: str = ""
+    scores_reply: Callable[[str, str], int] | None = None

@@ -20,6 +20,7 @@ from lmms_contam.schema import PerturbedSetError
 from lmms_contam.stats import stable_seed
 
 Order = tuple[int, ...]
+MASK = "[MASK]"  # what the masked-option detector shows in place of the option it hides
 NOT_A_LETTER = re.compile(r"[^A-Za-z]")
 
 
@@ -57,6 +58,11 @@ def _parse(benchmark: str, question: str) -> list[str] | None:
 
 def reorder_question(benchmark: str, item_id: str, question: str, options: list[str], order: Order) -> str:
     """The question with its listed options in `order`; refuses a question that does not list `options`."""
+    return relist_question(benchmark, item_id, question, options, [options[i] for i in order])
+
+
+def relist_question(benchmark: str, item_id: str, question: str, options: list[str], shown: list[str]) -> str:
+    """The question listing `shown` where it lists `options`; refuses a question that does not list them."""
     if benchmark not in SPECS or SPECS[benchmark].option_layout is None:
         raise PerturbedSetError(f"option-order detectors support {', '.join(with_detectors())}, not {benchmark}")
     if _parse(benchmark, question) != list(options):
@@ -64,7 +70,6 @@ def reorder_question(benchmark: str, item_id: str, question: str, options: list[
             f"{benchmark} item {item_id}: the question text does not list the row's options {list(options)}; "
             "the option-order detectors rewrite that list and cannot run on this item"
         )
-    shown = [options[i] for i in order]
     letters = option_letters(len(options))
     if SPECS[benchmark].option_layout == INLINE:
         head = question[: MMSTAR_OPTIONS.search(question).start()]
@@ -78,7 +83,7 @@ def reorder_question(benchmark: str, item_id: str, question: str, options: list[
                 position += 1
         rewritten = "\n".join(lines)
     if _parse(benchmark, rewritten) != shown:
-        raise PerturbedSetError(f"{benchmark} item {item_id}: its options cannot be reordered unambiguously")
+        raise PerturbedSetError(f"{benchmark} item {item_id}: its options cannot be relisted unambiguously")
     return rewritten
 
 
@@ -97,13 +102,21 @@ def question_stem(benchmark: str, question: str) -> str:
     return "\n".join(lines[:first]).strip()
 
 
-def shown_in_order(benchmark: str, item_id: str, question: str, options: list[str], order: Order) -> dict:
-    """What a document shows of an item with its options in `order`: the options, and the question with its
-    list of options rewritten where the question has one."""
-    shown = {"options": [options[i] for i in order]}
+def shown_as(benchmark: str, item_id: str, question: str, options: list[str], shown: list[str]) -> dict:
+    """What a document shows of an item listing `shown` for its options (reordered, or one masked): the
+    options, and the question with its list of options rewritten where the question has one."""
     if SPECS[benchmark].option_layout == COLUMNS:
-        return {**shown, "question": question}
-    return {**shown, "question": reorder_question(benchmark, item_id, question, options, order)}
+        return {"options": shown, "question": question}
+    return {"options": shown, "question": relist_question(benchmark, item_id, question, options, shown)}
+
+
+def shown_in_order(benchmark: str, item_id: str, question: str, options: list[str], order: Order) -> dict:
+    return shown_as(benchmark, item_id, question, options, [options[i] for i in order])
+
+
+def shown_masked(benchmark: str, item_id: str, question: str, options: list[str], hidden: int) -> dict:
+    """The item with option `hidden`'s text replaced by MASK, in the question and the options alike."""
+    return shown_as(benchmark, item_id, question, options, [MASK if i == hidden else t for i, t in enumerate(options)])
 
 
 def gold_letter(order: Order, gold_index: int) -> str:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from lmms_contam.detectors import circular, option_shuffle, text_only
+from lmms_contam.detectors import circular, masked_option, option_shuffle, text_only
 from lmms_contam.detectors.base import Detector
 from lmms_contam.detectors.signals import DetectorSignal
 from lmms_contam.records import ContamRecord
 
 DETECTORS: dict[str, Detector] = {
-    detector.name: detector for detector in (circular.DETECTOR, option_shuffle.DETECTOR, text_only.DETECTOR)
+    detector.name: detector
+    for detector in (circular.DETECTOR, option_shuffle.DETECTOR, text_only.DETECTOR, masked_option.DETECTOR)
 }
 
 

@@ -43,7 +43,7 @@ class DetectorSignal:
     @property
     def multimodal_leakage(self) -> float | None:
         """MMStar's ML = max(0, S_wv - S_t), defined only against the base LLM's text-only score."""
-        return max(0.0, self.signal) if self.baseline else None
+        return max(0.0, self.signal) if self.baseline and self.detector == "text_only" else None
 
     def as_dict(self) -> dict:
         return {**asdict(self), "signal": self.signal, "multimodal_leakage": self.multimodal_leakage}
@@ -95,4 +95,29 @@ def order_signal(
         p_value=comparison.mcnemar_p,
         n_changed=comparison.right_to_wrong,
         n_excluded=n_excluded,
+    )
+
+
+def gain_over_run(
+    detector: str, ours: dict[str, ContamRecord], theirs: dict[str, ContamRecord], baseline: str
+) -> DetectorSignal:
+    """A detector's right answers against another model's on the same items (`ours` and `theirs`: item -> its
+    one version's record), plain averages, exact McNemar on the pairs; the evidence is a gain. Items the other
+    run lacks are left out with a warning."""
+    shared = sorted(set(ours) & set(theirs))
+    if len(shared) < len(ours):
+        logger.warning(
+            f"lmms-contam: the {detector} baseline {baseline} lacks {len(ours) - len(shared)} of the "
+            f"{len(ours)} item(s); the comparison uses the {len(shared)} in both"
+        )
+    comparison = stats.compare_paired(shared, [theirs[i].correct for i in shared], [ours[i].correct for i in shared])
+    return DetectorSignal(
+        detector=detector,
+        n_items=comparison.n_pairs,
+        reference=comparison.acc_original,
+        score=comparison.acc_perturbed,
+        p_value=comparison.mcnemar_p,
+        n_changed=sum(ours[i].correct for i in shared),
+        baseline=baseline,
+        flags_a_gain=True,
     )

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from loguru import logger
-
 from lmms_contam import stats
-from lmms_contam.detectors.base import AskedItem, Detector, Order
-from lmms_contam.detectors.signals import DetectorSignal, versions_by_item
+from lmms_contam.detectors.base import AskedItem, Baseline, Detector, Order
+from lmms_contam.detectors.signals import DetectorSignal, gain_over_run, versions_by_item
 from lmms_contam.records import ContamRecord
 
 TEXT_ONLY = "text_only"
@@ -43,25 +41,8 @@ def against_baseline(
 ) -> DetectorSignal:
     """MMStar's multi-modal leakage as its paper defines it: the model's accuracy without the image (S_wv)
     against its base LLM's text-only accuracy (S_t) on the same items, plain averages; exact McNemar on the
-    paired answers. Items the baseline run lacks are left out with a warning."""
-    ours, theirs = _asked(records), _asked(baseline_records)
-    shared = sorted(set(ours) & set(theirs))
-    if len(shared) < len(ours):
-        logger.warning(
-            f"lmms-contam: the text-only baseline {baseline} lacks {len(ours) - len(shared)} of the "
-            f"{len(ours)} item(s); the comparison uses the {len(shared)} in both"
-        )
-    comparison = stats.compare_paired(shared, [theirs[i].correct for i in shared], [ours[i].correct for i in shared])
-    return DetectorSignal(
-        detector=TEXT_ONLY,
-        n_items=comparison.n_pairs,
-        reference=comparison.acc_original,
-        score=comparison.acc_perturbed,
-        p_value=comparison.mcnemar_p,
-        n_changed=sum(ours[i].correct for i in shared),
-        baseline=baseline,
-        flags_a_gain=True,
-    )
+    paired answers."""
+    return gain_over_run(TEXT_ONLY, _asked(records), _asked(baseline_records), baseline)
 
 
 def text_only_orders(_item: AskedItem) -> dict[str, Order | None]:
@@ -87,5 +68,8 @@ DETECTOR = Detector(
     owns=lambda variant: variant == TEXT_ONLY,
     signal=text_only_signal,
     withholds_image=True,
-    against_baseline=against_baseline,
+    baseline=Baseline(
+        option="--text-only-baseline",
+        signal=against_baseline,
+    ),
 )

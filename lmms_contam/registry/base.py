@@ -77,6 +77,9 @@ class BenchmarkSpec:
     group_slots: tuple[str, ...] = ()  # the slots of a group; a set's group_slot column holds only these
     stratified: bool = False  # its accuracy is a macro average over l2_category, so the paired ones are
     released: bool = False  # the paper's authors released perturbed sets of it (lmms-contam fetch mm-perturb)
+    # Procedural benchmarks: the best rate at which a model that never saw an item names a hidden wrong option
+    # exactly (the masked-option detector's reference by construction); None where no construction bounds it.
+    masked_option_chance: float | None = None
 
     @property
     def scannable(self) -> bool:

@@ -196,15 +196,16 @@ class DetectorResult:
         return self.signal.detector
 
 
-def analyse_detector(run: DetectorRun, text_only_baselines: dict[str, DetectorRun] | None = None) -> DetectorResult:
-    """`text_only_baselines`: per benchmark, the base LLM's text-only run; the text-only signal is then
-    measured against it (MMStar's definition) instead of against chance."""
+def analyse_detector(run: DetectorRun, baselines: dict[tuple[str, str], DetectorRun] | None = None) -> DetectorResult:
+    """`baselines`: per (detector, benchmark), another model's run of the same versions (a base LLM's text-only
+    run, MMStar's definition; a clean reference model's masked-option run), measured against instead of the
+    detector's own reference."""
     detector = DETECTORS[run.detector]
-    baseline = (text_only_baselines or {}).get(run.benchmark) if detector.against_baseline else None
+    baseline = (baselines or {}).get((run.detector, run.benchmark)) if detector.baseline else None
     if baseline is None:
         signal = detector.signal(run.records, averages_strata=run.averages_strata)
     else:
-        signal = detector.against_baseline(run.records, baseline.records, baseline.model)
+        signal = detector.baseline.signal(run.records, baseline.records, baseline.model)
     return DetectorResult(model=run.model, benchmark=run.benchmark, signal=signal, source=run.source)
 
 

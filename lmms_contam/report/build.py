@@ -39,10 +39,11 @@ def build(
     json_path: str | Path | None = None,
     html_path: str | Path | None = None,
     scans: str | Path | None = None,
-    baselines: dict[str, inputs.DetectorRun] | None = None,
+    baselines: dict[tuple[str, str], inputs.DetectorRun] | None = None,
 ) -> tuple[analysis.Analysed, str]:
     """Return the analysis and the Markdown text; write the requested files, all or none. `loaded` comes
-    from the hosts' readers (lmms_contam.hosts.read_runs), `baselines` are a base LLM's text-only runs."""
+    from the hosts' readers (lmms_contam.hosts.read_runs), `baselines` are reference models' detector runs
+    (inputs.baseline_runs)."""
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be between 0 and 1, got {alpha}")
     if not (loaded.benchmarks or loaded.detectors or loaded.scanned) and scans is None:

@@ -110,19 +110,20 @@ class Loaded:
         )
 
 
-def text_only_baselines(loaded: Loaded, source: str) -> dict[str, DetectorRun]:
-    """Per benchmark, the base LLM's text-only run in what was read from `source`: one model, or the reference
-    is ambiguous."""
-    runs = [run for run in loaded.detectors if DETECTORS[run.detector].against_baseline]
+def baseline_runs(loaded: Loaded, source: str, detector: str) -> dict[tuple[str, str], DetectorRun]:
+    """Per (detector, benchmark), the reference model's run of `detector` in what was read from `source` (its
+    Baseline option): one model, or the reference is ambiguous."""
+    option = DETECTORS[detector].baseline.option
+    runs = [run for run in loaded.detectors if run.detector == detector]
     if not runs:
         raise ReportInputError(
-            f"--text-only-baseline {source}: no text-only runs there; run the base LLM on the "
-            "*_text_only tasks with --log_samples (or on an export --family text_only)"
+            f"{option} {source}: no {detector} runs there; run the reference model on the *_{detector} tasks "
+            "with --log_samples"
         )
     models = sorted({run.model for run in runs})
     if len(models) > 1:
         raise ReportInputError(
-            f"--text-only-baseline {source}: holds the text-only runs of {len(models)} models "
-            f"({', '.join(models)}); give the base LLM's alone"
+            f"{option} {source}: holds the {detector} runs of {len(models)} models ({', '.join(models)}); "
+            "give the reference model's alone"
         )
-    return {run.benchmark: run for run in runs}
+    return {(detector, run.benchmark): run for run in runs}

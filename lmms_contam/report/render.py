@@ -9,7 +9,9 @@ import unicodedata
 from dataclasses import asdict
 
 from lmms_contam import __version__
+from lmms_contam.detectors.base import Detector
 from lmms_contam.detectors.registry import DETECTORS
+from lmms_contam.detectors.signals import DetectorSignal
 from lmms_contam.flags import IMAGE_ONLY, IMAGE_TEXT
 from lmms_contam.report.analysis import (
     CONTAMINATED,
@@ -402,13 +404,7 @@ def detector_rows(analysed: Analysed) -> tuple[list[str], list[list[str]]]:
         row = [analysed.names[model], benchmark, delta]
         for detector in DETECTORS.values():
             signal = signals.get((model, benchmark, detector.name))
-            against = f", vs {signal.baseline or 'chance'}" if signal and detector.against_baseline else ""
-            row.append(
-                f"{100 * signal.signal:+.1f} ({'flagged' if signal.flagged(analysed.alpha) else 'not flagged'}, "
-                f"p {p_text(signal.p_value)}, n {signal.n_items}{against})"
-                if signal
-                else "-"
-            )
+            row.append(detector_cell(detector, signal, analysed.alpha) if signal else "-")
         rows.append(row)
     return ["model", "benchmark", "semantic perturbation", *(d.label for d in DETECTORS.values())], rows
 
@@ -458,14 +454,28 @@ RATES_LEGEND = (
 )
 
 
+def detector_cell(detector: Detector, signal: DetectorSignal, alpha: float) -> str:
+    if math.isnan(signal.reference):  # no reference to measure against: the rate alone, and how to get one
+        option = detector.baseline.option if detector.baseline else "a reference"
+        return f"{100 * signal.score:.1f}% (no reference: {option}; n {signal.n_items})"
+    against = f", vs {signal.baseline or 'chance'}" if detector.baseline else ""
+    return (
+        f"{100 * signal.signal:+.1f} ({'flagged' if signal.flagged(alpha) else 'not flagged'}, "
+        f"p {p_text(signal.p_value)}, n {signal.n_items}{against})"
+    )
+
+
 def detector_legend(alpha: float) -> str:
     described = "; ".join(f"{d.label}: {d.description}" for d in DETECTORS.values())
     return (
-        f"Signals in points. {described}. The order detectors flag a drop and text-only flags a gain over chance, "
-        f"each when its p < {alpha} (exact McNemar for the order detectors, one-sided exact test against chance "
-        "for text-only; uncorrected). Where a text-only cell names a model (--text-only-baseline), the reference "
-        "is that base LLM's text-only accuracy on the same items (exact McNemar), as MMStar defines multi-modal "
-        "leakage, ML = max(0, signal). All run on the original versions of the items the perturbation delta uses."
+        f"Signals in points. {described}. The order detectors flag a drop; text-only and masked option flag a gain "
+        f"over chance, each when its p < {alpha} (exact McNemar for the order detectors, one-sided exact test "
+        "against chance for the others; uncorrected). Where a text-only cell names a model (--text-only-baseline), "
+        "the reference is that base LLM's text-only accuracy on the same items (exact McNemar), as MMStar defines "
+        "multi-modal leakage, ML = max(0, signal); where a masked-option cell names one (--masked-option-reference), "
+        "it is that clean model's rate of exact matches on the same items. Masked option's chance is the rate a "
+        "model that never saw an item reaches by construction, which only procedural benchmarks state; elsewhere "
+        "the cell gives the rate alone. All run on the original versions of the items the perturbation delta uses."
     )
 
 

@@ -1,14 +1,16 @@
-"""The synthetic benchmark: items, training data, and the perturbed set in the plugin's schema.
+"""The procedural benchmarks: items, training data, and the perturbed set in the plugin's schema.
 
-The test set goes through the same stages as a real benchmark (answer swap, then an editor behind
-the `Editor` interface), so the plugin's tasks, statistics and report run on it unchanged. Test,
-training and control items draw their scenes from disjoint id namespaces.
+Two benchmarks draw their scenes alike (scenes.py): `synthetic`, one wording and one option order per kind
+(the demo's, fast to learn), and `synthetic_varied` (varied.py), whose items vary their options, order and
+wording as real questions do (the detector race's). The test set goes through the same stages as a real
+benchmark (answer swap, then an editor behind the `Editor` interface), so the plugin's tasks, statistics and
+report run on it unchanged. Test, training and control items draw their scenes from disjoint id namespaces.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,9 +24,20 @@ from lmms_contam.perturb.edit import EditRequest
 from lmms_contam.perturb.swap import swap_answer
 from lmms_contam.schema import SCHEMA_VERSION, manifest_beside, write_parquet
 from lmms_contam.synthetic import flaws
-from lmms_contam.synthetic.scenes import KINDS, Scene, counterfactual, draw_scene, render
+from lmms_contam.synthetic.scenes import Scene, counterfactual, draw_scene, render
+from lmms_contam.synthetic.varied import draw_varied_scene
 
-BENCHMARK = "synthetic"
+
+@dataclass(frozen=True)
+class Procedural:
+    """A procedural benchmark: its name (and its test ids' prefix) and how an item id becomes a scene."""
+
+    name: str
+    draw: Callable[[str, int], Scene]
+
+
+FIXED = Procedural("synthetic", draw_scene)
+VARIED = Procedural("synthetic_varied", draw_varied_scene)
 
 
 @dataclass(frozen=True)
@@ -40,35 +53,34 @@ def example(scene: Scene) -> Example:
     return Example(render(scene), scene.question_text(), scene.letter)
 
 
-def scenes(prefix: str, count: int, seed: int, start: int = 0) -> list[tuple[str, Scene]]:
+def scenes(prefix: str, count: int, seed: int, start: int = 0, of: Procedural = FIXED) -> list[tuple[str, Scene]]:
     ids = [f"{prefix}-{i:06d}" for i in range(start, start + count)]
-    return [(item_id, draw_scene(item_id, seed)) for item_id in ids]
+    return [(item_id, of.draw(item_id, seed)) for item_id in ids]
 
 
-def test_scenes(count: int, seed: int = 0) -> list[tuple[str, Scene]]:
-    return scenes(BENCHMARK, count, seed)
+def test_scenes(count: int, seed: int = 0, of: Procedural = FIXED) -> list[tuple[str, Scene]]:
+    return scenes(of.name, count, seed, of=of)
 
 
-def training_batches(seed: int, batch_size: int) -> Iterator[list[Example]]:
+def training_batches(seed: int, batch_size: int, of: Procedural = FIXED) -> Iterator[list[Example]]:
     """Fresh training scenes for every batch, never a test id: the clean model's data."""
     start = 0
     while True:
-        yield [example(scene) for _, scene in scenes(f"train{seed}", batch_size, seed, start)]
+        yield [example(scene) for _, scene in scenes(f"train{seed}", batch_size, seed, start, of)]
         start += batch_size
 
 
-def control_examples(count: int, seed: int) -> list[Example]:
+def control_examples(count: int, seed: int, of: Procedural = FIXED) -> list[Example]:
     """As many fresh non-test items as the test set: what the control model is fine-tuned on."""
-    return [example(scene) for _, scene in scenes(f"control{seed}", count, seed)]
+    return [example(scene) for _, scene in scenes(f"control{seed}", count, seed, of=of)]
 
 
-def to_item(item_id: str, scene: Scene) -> Item:
-    kind = KINDS[scene.kind]
+def to_item(item_id: str, scene: Scene, of: Procedural = FIXED) -> Item:
     return Item(
-        benchmark=BENCHMARK,
+        benchmark=of.name,
         original_id=item_id,
         question=scene.question_text(),
-        options=kind.options,
+        options=scene.options,
         answer=scene.letter,
         image=render(scene),
         extra={"category": scene.kind, "l2_category": scene.kind},
@@ -111,7 +123,7 @@ class ProceduralEditor:
             if request.key not in self.scenes:
                 raise KeyError(f"procedural editor: no scene for item {request.key!r}")
             scene = self.scenes[request.key]
-            options = KINDS[scene.kind].options
+            options = scene.options
             if request.caption not in options:
                 raise ValueError(f"procedural editor: caption {request.caption!r} is not one of {options}")
             new_answer = options.index(request.caption)
@@ -129,14 +141,14 @@ def flaws_path(test_set: Path) -> Path:
     return test_set.with_name(test_set.stem + ".flaws.json")
 
 
-def build_test_set(count: int, out: str | Path, seed: int = 0, flaw_rate: float = 0.0) -> Path:
+def build_test_set(count: int, out: str | Path, seed: int = 0, flaw_rate: float = 0.0, of: Procedural = FIXED) -> Path:
     """Write `count` items with their counterfactuals as a perturbed set (parquet, schema v1); with a
     `flaw_rate`, that share of the counterfactuals is flawed (kinds in `<stem>.flaws.json`)."""
-    drawn = test_scenes(count, seed)
+    drawn = test_scenes(count, seed, of)
     editor = ProceduralEditor(dict(drawn), flaw_rate)
     rows = []
-    for item_id, scene in tqdm(drawn, desc="synthetic benchmark", disable=count < 500):
-        item = to_item(item_id, scene)
+    for item_id, scene in tqdm(drawn, desc=f"{of.name} benchmark", disable=count < 500):
+        item = to_item(item_id, scene, of)
         new_index = swapped_answer(item, seed)
         new_answer = option_letters(4)[new_index]
         request = EditRequest(key=item_id, image=item.image, caption=item.options[new_index], seed=seed)
@@ -145,7 +157,7 @@ def build_test_set(count: int, out: str | Path, seed: int = 0, flaw_rate: float 
             {
                 "item_id": item_id,
                 "original_id": item_id,
-                "benchmark": BENCHMARK,
+                "benchmark": of.name,
                 "question": item.question,
                 "options": list(item.options),
                 "original_answer": item.answer,
@@ -162,7 +174,7 @@ def build_test_set(count: int, out: str | Path, seed: int = 0, flaw_rate: float 
         record = {"flaw_rate": flaw_rate, "shares": flaws.FLAW_SHARES, "items": editor.flaws}
         with atomic_path(flaws_path(out)) as tmp:
             tmp.write_text(json.dumps(record, indent=2) + "\n")
-    written = write_parquet(rows, BENCHMARK, out)
+    written = write_parquet(rows, of.name, out)
     verification = (
         {
             "verified": False,
@@ -179,7 +191,7 @@ def build_test_set(count: int, out: str | Path, seed: int = 0, flaw_rate: float 
         }
     )
     manifest = {
-        "kind": "lmms-contam synthetic",
+        "kind": f"lmms-contam {of.name}",
         "items": count,
         "seed": seed,
         "flaw_rate": flaw_rate,
@@ -190,14 +202,14 @@ def build_test_set(count: int, out: str | Path, seed: int = 0, flaw_rate: float 
     return written
 
 
-def original_examples(count: int, seed: int = 0) -> list[Example]:
+def original_examples(count: int, seed: int = 0, of: Procedural = FIXED) -> list[Example]:
     """The test items as a contaminated training set would hold them: original image, original gold."""
-    return [example(scene) for _, scene in test_scenes(count, seed)]
+    return [example(scene) for _, scene in test_scenes(count, seed, of)]
 
 
-def perturbed_examples(count: int, seed: int = 0) -> list[Example]:
+def perturbed_examples(count: int, seed: int = 0, of: Procedural = FIXED) -> list[Example]:
     """The counterfactuals exactly as `build_test_set` writes them (same swap, same editor)."""
     out = []
-    for item_id, scene in test_scenes(count, seed):
-        out.append(example(counterfactual(scene, swapped_answer(to_item(item_id, scene), seed))))
+    for item_id, scene in test_scenes(count, seed, of):
+        out.append(example(counterfactual(scene, swapped_answer(to_item(item_id, scene, of), seed))))
     return out

@@ -67,14 +67,20 @@ class Distractor:
     colour: tuple[int, int, int]
 
 
+Colour = tuple[int, int, int]
+
+
 @dataclass(frozen=True)
 class Scene:
-    kind: str
-    answer: int  # index into the kind's options
+    kind: str  # the target's shape, which the question asks about: the item's category
+    answer: int  # index into the options, as shown
     target_cell: int
     noise: tuple[float, float, float]  # fixed per item, added to the drawn colour
-    background: tuple[int, int, int]
+    background: Colour
     distractors: tuple[Distractor, ...]
+    options: tuple[str, ...]  # the option texts, in the order the question shows them
+    colours: tuple[Colour, ...]  # each option's base colour
+    stem: str  # the question without its options
     confusion: int = 0  # 0: a clear item; k: mixed towards option (answer + k) mod 4
     mix: float = 0.0  # the weight of that partner option's colour
 
@@ -84,60 +90,82 @@ class Scene:
 
     def question_text(self) -> str:
         """MMStar's layout: the question, then the options inline."""
-        kind = KINDS[self.kind]
-        options = ", ".join(f"{letter}: {text}" for letter, text in zip(option_letters(4), kind.options, strict=True))
-        return f"What colour is the {kind.target}?\nOptions: {options}"
+        listed = ", ".join(f"{letter}: {text}" for letter, text in zip(option_letters(4), self.options, strict=True))
+        return f"{self.stem}\nOptions: {listed}"
 
     def target_colour(self, answer: int | None = None) -> np.ndarray:
         """The drawn colour, or the one this item would have with another answer."""
         answer = self.answer if answer is None else answer
-        palette = [np.array(colour, dtype=float) for colour in KINDS[self.kind].palette.values()]
+        palette = [np.array(colour, dtype=float) for colour in self.colours]
         base = (1 - self.mix) * palette[answer] + self.mix * palette[(answer + self.confusion) % 4]
         return np.clip(np.round(base + np.array(self.noise)), 0, 255)
 
     def looks_like(self, answer: int | None = None) -> int:
         """The option whose base colour is nearest the drawn one: the best answer from the image alone."""
         drawn = self.target_colour(answer)
-        return int(np.argmin([np.linalg.norm(drawn - np.array(c)) for c in KINDS[self.kind].palette.values()]))
+        return int(np.argmin([np.linalg.norm(drawn - np.array(c)) for c in self.colours]))
 
     def reads_the_same_for_every_answer(self) -> bool:
         """Clear for every answer, or like the same-offset partner for every answer."""
         return all(self.looks_like(answer) == (answer + self.confusion) % 4 for answer in range(4))
 
 
-def _bright(rng: random.Random) -> tuple[int, int, int]:
+def _bright(rng: random.Random) -> Colour:
     return tuple(rng.randrange(60, 256) for _ in range(3))  # type: ignore[return-value]
 
 
-def draw_scene(item_id: str, seed: int = 0, kind: str | None = None) -> Scene:
-    """The scene of an item id, identical in every process (seeded from SHA-256 of the id)."""
-    rng = random.Random(stable_seed("synthetic-scene", item_id, str(seed)))
-    kind = kind or rng.choice(sorted(KINDS))
-    answer = rng.randrange(4)
+@dataclass(frozen=True)
+class Layout:
+    """Where a scene's shapes stand and what surrounds the target: drawn before its colours."""
+
+    target_cell: int
+    distractors: tuple[Distractor, ...]
+    background: Colour
+
+
+def draw_layout(rng: random.Random, distractor_shapes: tuple[str, ...]) -> Layout:
     target_cell = rng.randrange(4)
     free = [cell for cell in range(4) if cell != target_cell]
     rng.shuffle(free)
     distractors = tuple(
-        Distractor(cell, rng.choice(KINDS[kind].distractor_shapes), _bright(rng)) for cell in free[: rng.randint(1, 2)]
+        Distractor(cell, rng.choice(distractor_shapes), _bright(rng)) for cell in free[: rng.randint(1, 2)]
     )
     background = tuple(rng.randrange(0, 90) for _ in range(3))
+    return Layout(target_cell, distractors, background)  # type: ignore[arg-type]
+
+
+def readable_scene(rng: random.Random, unmixed: Scene) -> Scene:
+    """`unmixed` made clear or ambiguous (AMBIGUOUS_SHARE), its noise and mix redrawn until the item reads the
+    same whatever its answer (a few draws at most)."""
     confusion = rng.randrange(1, 4) if rng.random() < AMBIGUOUS_SHARE else 0
     sigma = AMBIGUOUS_NOISE if confusion else CLEAR_NOISE
-    while True:  # redraw until the item reads the same whatever its answer (a few draws at most)
+    while True:
         mix = rng.uniform(*MIX) if confusion else 0.0
         noise = (rng.gauss(0, sigma), rng.gauss(0, sigma), rng.gauss(0, sigma))
-        scene = Scene(
-            kind=kind,
-            answer=answer,
-            target_cell=target_cell,
-            noise=noise,
-            background=background,
-            distractors=distractors,
-            confusion=confusion,
-            mix=mix,
-        )  # type: ignore[arg-type]
+        scene = replace(unmixed, noise=noise, confusion=confusion, mix=mix)
         if scene.reads_the_same_for_every_answer():
             return scene
+
+
+def draw_scene(item_id: str, seed: int = 0, kind: str | None = None) -> Scene:
+    """The scene of an item id, identical in every process (seeded from SHA-256 of the id): its kind's
+    question, options in the kind's fixed order."""
+    rng = random.Random(stable_seed("synthetic-scene", item_id, str(seed)))
+    kind = kind or rng.choice(sorted(KINDS))
+    answer = rng.randrange(4)
+    layout = draw_layout(rng, KINDS[kind].distractor_shapes)
+    unmixed = Scene(
+        kind=kind,
+        answer=answer,
+        target_cell=layout.target_cell,
+        noise=(0.0, 0.0, 0.0),
+        background=layout.background,
+        distractors=layout.distractors,
+        options=KINDS[kind].options,
+        colours=tuple(KINDS[kind].palette.values()),
+        stem=f"What colour is the {KINDS[kind].target}?",
+    )
+    return readable_scene(rng, unmixed)
 
 
 def counterfactual(scene: Scene, new_answer: int) -> Scene:
@@ -177,5 +205,5 @@ def render(scene: Scene) -> Image.Image:
     canvas = ImageDraw.Draw(image)
     for distractor in scene.distractors:
         _draw_shape(canvas, distractor.shape, distractor.cell, distractor.colour)
-    _draw_shape(canvas, KINDS[scene.kind].target, scene.target_cell, tuple(int(v) for v in scene.target_colour()))
+    _draw_shape(canvas, scene.kind, scene.target_cell, tuple(int(v) for v in scene.target_colour()))
     return image

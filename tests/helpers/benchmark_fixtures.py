@@ -18,7 +18,7 @@ from helpers import benchmark_copies as copies
 from helpers import fixtures
 from lmms_contam.registry.specs import perturbable, scannable
 from lmms_contam.schema import write_parquet
-from lmms_contam.synthetic.benchmark import build_test_set
+from lmms_contam.synthetic.benchmark import VARIED, build_test_set
 
 Rows = Callable[[list[bytes]], list[dict]]
 MMSTAR_CATEGORIES = (
@@ -100,6 +100,7 @@ FIXTURES: dict[str, BenchmarkFixture] = {
     ),
     # The controlled experiment's benchmark is procedural: its own builder writes its set (write_fixture_sets).
     "synthetic": BenchmarkFixture(),
+    "synthetic_varied": BenchmarkFixture(),
 }
 
 
@@ -130,6 +131,7 @@ def write_fixture_sets(folder: Path) -> dict[str, Path]:
     # MMStar's has a manifest beside it, as every set lmms-contam writes does: its hash names the set in records
     (folder / "mmstar.manifest.json").write_text(json.dumps({"source": "tests/fixtures.py"}) + "\n")
     sets["synthetic"] = build_test_set(12, folder / "synthetic.parquet")
+    sets["synthetic_varied"] = build_test_set(12, folder / "synthetic_varied.parquet", of=VARIED)
     return sets
 
 

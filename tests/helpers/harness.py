@@ -14,6 +14,9 @@ import lmms_eval
 from lmms_contam.lab.evaluate import lmms_eval_executable
 
 BUILTIN_TASKS = Path(lmms_eval.__file__).parent / "tasks"  # lmms-eval's own task YAMLs
+# The benchmarks with a masked-option task: it replaces a post-prompt asking for the letter, so where the request
+# is in the question (RealWorldQA) or in the template (SEED-Bench, MMMU) there is none.
+MASKED_OPTION_BENCHMARKS = ("mmstar", "synthetic", "synthetic_varied", "mmbench", "ai2d", "scienceqa")
 
 
 @dataclass

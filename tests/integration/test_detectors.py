@@ -1,4 +1,4 @@
-"""Peer detectors (CircularEval, option-order shuffle, text-only leakage) as plugin tasks.
+"""Peer detectors (CircularEval, option-order shuffle, text-only leakage, masked-option guessing) as plugin tasks.
 
 Expected scores are worked out here from the fixture rows and each test model's rule; only the
 shuffled gold letters are read back from the logged prompts, after checking the prompt shows the
@@ -8,6 +8,7 @@ item's gold option at that letter.
 from __future__ import annotations
 
 import io
+import math
 import re
 from collections import defaultdict
 
@@ -15,14 +16,19 @@ import numpy as np
 import pandas as pd
 import pytest
 from helpers.fixtures import point_at_sets
+from helpers.harness import MASKED_OPTION_BENCHMARKS as MASKED
 from helpers.harness import metric, run_lmms_eval
 from PIL import Image
 from scipy.stats import binomtest
 
+from lmms_contam.detectors.base import AskedItem
 from lmms_contam.detectors.circular import CIRCULAR, UNROTATED
+from lmms_contam.detectors.masked_option import INSTRUCTION, MASKED_OPTION, hidden_option
 from lmms_contam.detectors.option_shuffle import OPTION_SHUFFLE
-from lmms_contam.detectors.options import names_option_letters
+from lmms_contam.detectors.options import MASK, names_option_letters
 from lmms_contam.detectors.text_only import TEXT_ONLY
+from lmms_contam.hosts.lmms_eval.reference_models import UNSEEN
+from lmms_contam.hosts.lmms_eval.registration import tasks_dir
 from lmms_contam.imaging import BLANK_GREY
 from lmms_contam.letters import option_letters
 from lmms_contam.registry.specs import SPECS, with_detectors
@@ -30,6 +36,21 @@ from lmms_contam.schema import PerturbedSetError
 
 BENCHMARKS = with_detectors()
 DETECTORS = (CIRCULAR, OPTION_SHUFFLE, TEXT_ONLY)
+
+
+def test_documents_are_cached_only_for_the_code_that_shaped_them(with_sets, monkeypatch):
+    from lmms_contam.hosts.lmms_eval import documents as docs
+    from lmms_contam.hosts.lmms_eval import task_functions
+
+    first = task_functions.mmstar_masked_option_docs(None)._fingerprint
+    assert task_functions.mmstar_masked_option_docs(None)._fingerprint == first
+    monkeypatch.setattr(docs, "package_code_digest", lambda: "another version of the plugin")
+    assert task_functions.mmstar_masked_option_docs(None)._fingerprint != first
+
+
+def test_masked_option_tasks_exist_where_the_prompt_can_ask_for_a_text():
+    have = tuple(b for b in BENCHMARKS if (tasks_dir() / b / f"{b}_{MASKED_OPTION}.yaml").is_file())
+    assert have == MASKED
 
 
 def test_the_switch_rotates_the_items_left_out_too(with_sets, monkeypatch):
@@ -86,7 +107,7 @@ OPTION_IN_PROMPT = {
 
 @pytest.fixture(scope="module")
 def detector_runs(fixture_sets, tmp_path_factory):
-    tasks = ",".join(f"{b}_{d}" for b in BENCHMARKS for d in DETECTORS)
+    tasks = ",".join([*(f"{b}_{d}" for b in BENCHMARKS for d in DETECTORS), *(f"{b}_{MASKED_OPTION}" for b in MASKED)])
     with pytest.MonkeyPatch.context() as monkeypatch:
         point_at_sets(monkeypatch, fixture_sets)
         out = tmp_path_factory.mktemp("detector-runs")
@@ -191,3 +212,47 @@ def test_detector_scores_through_lmms_eval(detector_runs, fixture_sets, model):
         assert metric(run, task, "n_right") == right
     if model == "dummy":
         assert 0 < metric(run, "mmstar_option_shuffle", "acc_shuffled") < 1, "the fixture must give a mixed score"
+
+
+def shown_texts(benchmark: str, prompt: str) -> list[str]:
+    """The option texts a prompt lists, in order (the letters checked A, B, ...)."""
+    listed = shown_options(benchmark, prompt)
+    assert list(listed) == option_letters(len(listed)), prompt
+    return list(listed.values())
+
+
+@pytest.mark.parametrize("model", list(MODELS))
+def test_masked_option_guessing_through_lmms_eval(detector_runs, fixture_sets, model):
+    """The memoriser remembers each item's hidden option; the oracle reads images but never saw the items; the
+    dummy answers a letter. Each prompt shows the mask where the hidden option stood and asks for its text."""
+    run = detector_runs[model]
+    for benchmark in MASKED:
+        rows = pd.read_parquet(fixture_sets[benchmark]).set_index("item_id")
+        task = f"{benchmark}_{MASKED_OPTION}"
+        named = []
+        for sample in run.samples[task]:
+            row = rows.loc[sample["contam_ids"]["item_id"]]
+            options = list(row.options)
+            gold = option_letters(len(options)).index(row.original_answer)
+            hidden = hidden_option(AskedItem(row.name, tuple(options), gold))
+            assert sample["contam_ids"]["gold"] == options[hidden]  # the text to name; the document's answer is
+            assert sample["target"] in (option_letters(len(options))[hidden], str(hidden))  # where the mask stands
+            assert INSTRUCTION.strip() in sample["input"] and "letter" not in sample["input"].rsplit(MASK, 1)[1]
+            assert shown_texts(benchmark, sample["input"]) == [
+                MASK if i == hidden else t for i, t in enumerate(options)
+            ]
+            reply = {"oracle": UNSEEN, "memoriser": options[hidden], "dummy": "A"}[model]
+            logged = sample["filtered_resps"]
+            assert (logged[0] if isinstance(logged, list) else logged) == reply
+            named.append(int(model == "memoriser"))
+        assert len(named) == len(rows)
+        assert metric(run, task, "acc_masked") == pytest.approx(sum(named) / len(named))
+        assert metric(run, task, "n_named") == sum(named) and metric(run, task, "n_items") == len(rows)
+        chance = SPECS[benchmark].masked_option_chance
+        if chance is None:  # no rate by construction: the rate alone, no p-value
+            assert math.isnan(metric(run, task, "chance")) and math.isnan(metric(run, task, "masked_p"))
+            continue
+        p = binomtest(sum(named), len(named), chance, alternative="greater").pvalue
+        assert metric(run, task, "chance") == pytest.approx(chance)
+        assert metric(run, task, "masked_p") == pytest.approx(p)
+        assert (p < 0.01) == (model == "memoriser"), "caught exactly when it remembers the items"

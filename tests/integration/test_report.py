@@ -6,6 +6,7 @@ import base64
 import hashlib
 import io
 import json
+import math
 import re
 import shutil
 import subprocess
@@ -41,7 +42,7 @@ def outputs(tmp_path_factory, fixture_sets) -> dict[str, Path]:
             "--model_args",
             "response=A",
             "--tasks",
-            "realworldqa_circular,mmstar_text_only",
+            "realworldqa_circular,mmstar_text_only,mmstar_masked_option",
         ],  # fmt: skip
     }
     with pytest.MonkeyPatch.context() as monkeypatch:
@@ -311,6 +312,7 @@ def test_peer_detectors_sit_beside_the_perturbation_verdict(outputs, tmp_path):
     assert set(entries) == {("contam_test_memoriser", "mmstar", d) for d in DETECTORS} | {
         ("dummy", "realworldqa", "circular"),
         ("dummy", "mmstar", "text_only"),
+        ("dummy", "mmstar", "masked_option"),
     }
     # The report's figures are the task's own metrics, read from the same samples.
     for (model, benchmark, detector), entry in entries.items():
@@ -319,8 +321,11 @@ def test_peer_detectors_sit_beside_the_perturbation_verdict(outputs, tmp_path):
         )
         task = json.loads(results_file.read_text())["results"][f"{benchmark}_{detector}"]
         for metric in detector_metrics(DETECTORS[detector]):
-            field = metric.aggregation.removeprefix("detector_")
-            assert entry[field] == pytest.approx(task[f"{metric.name},none"]), (detector, field)
+            field, logged = metric.aggregation.removeprefix("detector_"), task[f"{metric.name},none"]
+            if math.isnan(logged):  # masked option on MMStar: no rate by construction, so no reference or p
+                assert entry[field] is None, (detector, field)
+                continue
+            assert entry[field] == pytest.approx(logged), (detector, field)
     # The memoriser answers the letter it memorised: every rotation and shuffle breaks it, except on
     # the item CircularEval leaves out (asked once, unrotated), and it answers every question without
     # looking (12 of 12 against a chance of 1/4).
@@ -333,6 +338,9 @@ def test_peer_detectors_sit_beside_the_perturbation_verdict(outputs, tmp_path):
     assert memoriser["option_shuffle"]["signal"] == -1.0
     assert memoriser["text_only"]["signal"] == pytest.approx(0.75)
     assert memoriser["text_only"]["p_value"] == pytest.approx(0.25**12)
+    # It names every hidden option; MMStar states no rate for a model that never saw the items: no verdict.
+    masked = memoriser.pop("masked_option")
+    assert (masked["score"], masked["n_changed"], masked["p_value"], masked["flagged"]) == (1.0, 12, None, False)
     assert all(e["flagged"] for e in memoriser.values())
     dummy = entries[("dummy", "realworldqa", "circular")]
     right = sum(r["original_answer"] == "A" for r in realworldqa_rows(real_photos()))
@@ -346,6 +354,7 @@ def test_peer_detectors_sit_beside_the_perturbation_verdict(outputs, tmp_path):
         f"| contam\\_test\\_memoriser | mmstar | -100.0 (contaminated) | {100 * (kept_by_stratum - 1):+.1f} "
         f"(flagged, p {lost:.2g}, n 12) |" in markdown
     )
+    assert "| 100.0% (no reference: --masked-option-reference; n 12) |" in markdown
     assert f"| dummy | realworldqa | - | {-100 * right / 12:+.1f} (" in markdown  # its short name
     assert "| dummy | dummy (response=A) |" in markdown  # and its full identity under Models
     assert "<h2>Peer detectors</h2>" in page.read_text()
@@ -372,6 +381,23 @@ def test_the_report_opens_the_set_that_was_scored_and_refuses_another(outputs, f
              f"{digest[:12]}, but the set that resolves here, {other}")  # fmt: skip
 
 
+def test_masked_option_guessing_against_a_clean_reference_models_run(outputs, tmp_path):
+    """Where the benchmark states no rate by construction, a reference model's run of the same items is the
+    reference (the dummy, answering a letter, names no hidden option): exact McNemar on the pairs."""
+    out = tmp_path / "report.json"
+    reference = ("--masked-option-reference", str(outputs["circular_only"]))
+    done = report(str(outputs["detectors"]), *reference, "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    (entry,) = [e for e in json.loads(out.read_text())["detectors"]
+                if e["detector"] == "masked_option" and e["model"].startswith("contam_test_memoriser")]  # fmt: skip
+    assert entry["baseline"].startswith("dummy") and (entry["reference"], entry["score"]) == (0.0, 1.0)
+    assert entry["p_value"] == pytest.approx(binomtest(12, 12).pvalue) and entry["flagged"]
+    assert entry["multimodal_leakage"] is None  # MMStar's measure is text-only's alone
+    assert "vs dummy" in report(str(outputs["detectors"]), *reference).stdout
+    _refused([str(outputs["detectors"]), "--masked-option-reference", str(outputs["oracle"])], tmp_path,
+             "no masked_option runs there")  # fmt: skip
+
+
 def test_text_only_leakage_against_the_base_llms_text_only_run(outputs, tmp_path):
     """MMStar's definition: S_wv against the base LLM's S_t on the same items (here the dummy's run of
     mmstar_text_only stands in for a base LLM), ML = max(0, S_wv - S_t)."""
@@ -393,6 +419,6 @@ def test_text_only_leakage_against_the_base_llms_text_only_run(outputs, tmp_path
     for name in ("detectors", "circular_only"):
         shutil.copytree(outputs[name], both / name)
     _refused([str(outputs["detectors"]), "--text-only-baseline", str(both)], tmp_path,
-             "holds the text-only runs of 2 models")  # fmt: skip
+             "holds the text_only runs of 2 models")  # fmt: skip
     _refused([str(outputs["detectors"]), "--text-only-baseline", str(outputs["oracle"])], tmp_path,
-             "no text-only runs there")  # fmt: skip
+             "no text_only runs there")  # fmt: skip

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers.harness import BUILTIN_TASKS
+from helpers.harness import BUILTIN_TASKS, MASKED_OPTION_BENCHMARKS
 from lmms_eval import utils as lmms_utils
 from lmms_eval.tasks import TaskManager
 
@@ -25,7 +25,7 @@ def _plain(path: Path) -> dict:
 
 TASK_YAMLS = [p for p in YAMLS if p not in SCANNED_YAMLS and "task" in _plain(p) and "group" not in _plain(p)]
 # Documents per item of each peer detector task (None: one per option, CircularEval's rotations).
-DETECTOR_DOCS = {"circular": None, "option_shuffle": 2, "text_only": 1}
+DETECTOR_DOCS = {"circular": None, "option_shuffle": 2, "text_only": 1, "masked_option": 1}
 # The built-in task each benchmark's tasks reuse the prompt, generation and scoring of.
 BUILTIN_YAML = {name: BUILTIN_TASKS / b.builtin_yaml for name, b in BINDINGS.items() if b.builtin_yaml}
 
@@ -33,7 +33,8 @@ BUILTIN_YAML = {name: BUILTIN_TASKS / b.builtin_yaml for name, b in BINDINGS.ite
 def test_the_glob_finds_every_task():
     names = {_plain(p)["task"] for p in TASK_YAMLS}
     expected = {f"{b}_{v}" for b in perturbable() for v in ("perturbed", "original", "contam")}
-    detectors = {f"{b}_{d}" for b in with_detectors() for d in DETECTOR_DOCS}
+    detectors = {f"{b}_{d}" for b in with_detectors() for d in DETECTOR_DOCS if d != "masked_option"}
+    detectors |= {f"{b}_masked_option" for b in MASKED_OPTION_BENCHMARKS}
     assert names == expected | detectors
     scanned = {_plain(p)["task"] for p in SCANNED_YAMLS}
     assert scanned == {f"{b}_scanned" for b in scannable()}
@@ -65,7 +66,8 @@ def test_task_loads_and_every_function_runs_on_a_document(path, manager, with_se
     if "delta_ci_low" in values:  # no pair disagrees: an interval around 0, open (12 pairs do not prove 0)
         low, high = values.pop("delta_ci_low"), values.pop("delta_ci_high")
         assert low == pytest.approx(-high) and high > 0.05, name
-    assert values == pytest.approx(_when_always_right(values, docs[0]["contam_n_options"])), name
+    expected = _when_always_right(values, docs[0]["contam_n_options"], SPECS[doc["contam_benchmark"]])
+    assert values == pytest.approx(expected, nan_ok=True), name
     if name.endswith("_contam"):  # and for a memoriser: right on every original, wrong on every counterfactual
         memorised = _aggregated(task, docs, "contam_original_answer", tmp_path)
         assert (memorised["acc_original"], memorised["acc_perturbed"], memorised["delta"]) == (1.0, 0.0, -1.0)
@@ -98,18 +100,22 @@ def _aggregate(aggregation, values: list, out: Path):
 ALWAYS_RIGHT = {"gpt_eval_score": 100.0, "mme_perception_score": 200.0, "mme_cognition_score": 200.0,
                 "delta": 0.0, "mcnemar_p": 1.0, "n_flagged": 0.0, "n_pairs": 12.0, "circular_drop": 0.0,
                 "circular_p": 1.0, "n_inconsistent": 0.0, "n_items": 12.0,
-                "shuffle_delta": 0.0, "shuffle_p": 1.0, "n_flipped": 0.0, "n_right": 12.0}  # fmt: skip
+                "shuffle_delta": 0.0, "shuffle_p": 1.0, "n_flipped": 0.0, "n_right": 12.0, "n_named": 12.0}  # fmt: skip
 
 
-def _when_always_right(values: dict[str, float], n_options: int) -> dict[str, float]:
+def _when_always_right(values: dict[str, float], n_options: int, spec) -> dict[str, float]:
+    """Text-only's chance is 1 / options; masked option's is the benchmark's rate by construction, NaN (and so
+    its excess and p) where it states none."""
+    chance = spec.masked_option_chance if "acc_masked" in values else 1 / n_options
+    chance = float("nan") if chance is None else chance
     expected = {}
     for metric in values:
         if metric == "chance":
-            expected[metric] = 1 / n_options
-        elif metric == "text_only_excess":
-            expected[metric] = 1 - 1 / n_options
-        elif metric == "text_only_p":
-            expected[metric] = (1 / n_options) ** 12  # binomial: 12 of 12 right by chance
+            expected[metric] = chance
+        elif metric in ("text_only_excess", "masked_excess"):
+            expected[metric] = 1 - chance
+        elif metric in ("text_only_p", "masked_p"):
+            expected[metric] = chance**12  # binomial: 12 of 12 right by chance
         else:
             expected[metric] = ALWAYS_RIGHT.get(metric, 1.0)
     return expected

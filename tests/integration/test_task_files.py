@@ -24,7 +24,7 @@ from lmms_contam.registry.specs import SPECS
 from lmms_contam.schema import write_parquet
 
 TOY = "toybench"
-FAMILIES = ("original", "perturbed", "contam", "circular", "option_shuffle", "text_only")
+FAMILIES = ("original", "perturbed", "contam", "circular", "option_shuffle", "text_only", "masked_option")
 
 
 def test_the_checked_in_task_files_are_what_the_registry_generates(capsys):
@@ -139,7 +139,8 @@ def test_a_new_spec_gets_every_task_family_with_no_other_change(toy_tasks):
         metrics = set().union(*outputs) - {"contam_ids"}
         values = {m: task.aggregation()[m]([out[m] for out in outputs if m in out]) for m in metrics}
         first = {"original": "average", "perturbed": "average", "contam": "delta", "circular": "circular_drop",
-                 "option_shuffle": "shuffle_delta", "text_only": "acc_text_only"}[family]  # fmt: skip
+                 "option_shuffle": "shuffle_delta", "text_only": "acc_text_only",
+                 "masked_option": "acc_masked"}[family]  # fmt: skip
         assert values[first] == (0.0 if family in ("contam", "circular", "option_shuffle") else 1.0), name
     scanned = lmms_utils.load_yaml_config(str(toy_tasks / "scanned" / f"{TOY}_scanned.yaml"), mode="full")
     assert scanned["process_docs"].__name__ == f"{TOY}_scanned_docs"

@@ -7,7 +7,7 @@ from helpers.benchmark_fixtures import FIXTURES, fixture_of
 
 from lmms_contam.registry.specs import SPECS, perturbable, scannable
 
-PROCEDURAL = ("synthetic",)  # writes its own set (benchmark.build_test_set)
+PROCEDURAL = ("synthetic", "synthetic_varied")  # each writes its own set (benchmark.build_test_set)
 
 
 @pytest.mark.parametrize("benchmark", list(SPECS))

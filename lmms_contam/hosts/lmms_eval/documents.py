@@ -14,11 +14,13 @@ from collections.abc import Callable
 
 import datasets
 
-from lmms_contam.detectors.options import shown_in_order
+from lmms_contam.detectors.options import shown_in_order, shown_masked
 from lmms_contam.detectors.registry import DETECTORS
+from lmms_contam.fingerprint import package_code_digest
 from lmms_contam.hosts.lmms_eval.bindings import binding, builtin_task
 from lmms_contam.hosts.lmms_eval.swallowed import said_once
 from lmms_contam.imaging import blank_png, stored_size
+from lmms_contam.letters import option_letters
 from lmms_contam.schema import IMAGE_COLUMNS, PerturbedSetError
 from lmms_contam.set_locations import load_perturbed_set, lookup, manifest_sha256, resolve, switched_on
 from lmms_contam.stats import stable_seed
@@ -34,7 +36,8 @@ def build_docs(
 ) -> datasets.Dataset:
     """Turn schema rows into built-in-shaped docs, `versions(row)` per row, without re-encoding images.
 
-    `name` identifies `versions` in the datasets cache fingerprint; `set_manifest`, the set's manifest hash,
+    `name` identifies `versions` in the datasets cache fingerprint, with the package's code digest (documents
+    an older or edited plugin shaped are never reused); `set_manifest`, the set's manifest hash,
     goes into every document and so into every record scored on it.
     """
     task = builtin_task(benchmark)
@@ -50,7 +53,8 @@ def build_docs(
                     out[key].append(value)
         return dict(out)
 
-    fingerprint = f"{stable_seed('lmms-contam-docs', raw._fingerprint, benchmark, name, str(set_manifest)):016x}"
+    key = ("lmms-contam-docs", raw._fingerprint, benchmark, name, str(set_manifest), package_code_digest())
+    fingerprint = f"{stable_seed(*key):016x}"
     docs = raw.map(expand, batched=True, remove_columns=raw.column_names, new_fingerprint=fingerprint)
     if docs.data.column(task.image_field).null_count == len(docs):  # text-only documents sent with no image
         return docs
@@ -119,7 +123,17 @@ def documents(
         shown = None
         if version.order is not None:
             shown = shown_in_order(benchmark, row["item_id"], row["question"], list(row["options"]), version.order)
-        docs.append(task.doc(row, variant=version.variant, gold=version.gold, image=row[version.image], shown=shown))
+        if version.hidden is None:
+            docs.append(
+                task.doc(row, variant=version.variant, gold=version.gold, image=row[version.image], shown=shown)
+            )
+            continue
+        # The built-in document's answer is the masked option's letter (its own fields hold letters or indexes);
+        # the text the reply must name is the record's gold.
+        shown = shown_masked(benchmark, row["item_id"], row["question"], list(row["options"]), version.hidden)
+        masked_letter = option_letters(len(row["options"]))[version.hidden]
+        doc = task.doc(row, variant=version.variant, gold=masked_letter, image=row[version.image], shown=shown)
+        docs.append({**doc, "contam_gold": version.gold})
     return docs
 
 

@@ -1,8 +1,10 @@
 """Deterministic lmms-eval models that give the detectors known answers.
 
 `contam_test_oracle` answers the gold of whichever version it sees: a perfect clean model (both
-accuracies 1, delta 0). `contam_test_memoriser` always answers the original item's gold, as a model
-that memorised image -> answer would: 1 on originals, 0 on counterfactuals. `contam_test_contaminated`
+accuracies 1, delta 0); asked for a hidden option's text, which no reader of the item can see, it says it
+cannot know. `contam_test_memoriser` always answers the original item's gold, as a model that memorised
+image -> answer would: 1 on originals, 0 on counterfactuals, and the hidden option's text, which it
+remembers with the rest of the item. `contam_test_contaminated`
 knows only the items a scan flagged (image-only) and answers every other one wrong: the model whose
 score leans entirely on the contaminated part. All read the document the harness hands them, so they
 work on any task whose docs carry a gold answer.
@@ -13,7 +15,10 @@ from __future__ import annotations
 from lmms_eval.api.instance import Instance
 from lmms_eval.api.model import lmms
 
+from lmms_contam.detectors.masked_option import MASKED_OPTION
 from lmms_contam.letters import option_letters
+
+UNSEEN = "I cannot know"  # what a model that never saw the item says of a hidden option
 
 
 def _gold(doc: dict) -> str:
@@ -57,13 +62,19 @@ class _AnswerFromDoc(lmms):
         raise NotImplementedError("the contam test models only generate")
 
 
+def _hides_an_option(doc: dict) -> bool:
+    return doc.get("contam_variant") == MASKED_OPTION
+
+
 class OracleTestModel(_AnswerFromDoc):
     def answer(self, doc: dict) -> str:
-        return _gold(doc)
+        return UNSEEN if _hides_an_option(doc) else _gold(doc)
 
 
 class MemoriserTestModel(_AnswerFromDoc):
     def answer(self, doc: dict) -> str:
+        if _hides_an_option(doc):
+            return str(doc["contam_gold"])
         return str(doc.get("contam_original_answer", _gold(doc)))
 
 

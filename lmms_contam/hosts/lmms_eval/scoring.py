@@ -90,9 +90,13 @@ def task_metrics(family: str) -> tuple[Metric, ...]:
     return PAIRED_METRICS if family == CONTAM else detector_metrics(DETECTORS[family])
 
 
-def _score(benchmark: str, doc: dict, results: list) -> tuple[dict, dict]:
-    """The built-in output and this plugin's per-document record (ids + 0/1 correctness), as logged."""
-    builtin_output, correct = binding(benchmark).scorer.score(doc, results)
+def _score(benchmark: str, doc: dict, results: list, detector: Detector | None = None) -> tuple[dict, dict]:
+    """The built-in output and this plugin's per-document record (ids + 0/1 correctness), as logged; a detector
+    that scores replies itself (a text answer) leaves the built-in out."""
+    if detector and detector.scores_reply:
+        builtin_output, correct = {}, detector.scores_reply(str(results[0]) if results else "", doc["contam_gold"])
+    else:
+        builtin_output, correct = binding(benchmark).scorer.score(doc, results)
     record = ContamRecord(
         benchmark=benchmark,
         item_id=doc["contam_item_id"],
@@ -138,11 +142,13 @@ def _single_variant(benchmark: str) -> Callable[[dict, list], dict]:
     return process_results
 
 
-def _paired(benchmark: str, metrics: tuple[Metric, ...]) -> Callable[[dict, list], dict]:
+def _paired(
+    benchmark: str, metrics: tuple[Metric, ...], detector: Detector | None = None
+) -> Callable[[dict, list], dict]:
     """Every metric aggregates the same per-document records (statistics need all versions of an item)."""
 
     def process_results(doc: dict, results: list) -> dict:
-        _, record = _score(benchmark, doc, results)
+        _, record = _score(benchmark, doc, results, detector)
         return {**dict.fromkeys((m.name for m in metrics), record), "contam_ids": record}
 
     return process_results
@@ -152,7 +158,7 @@ def task_results(benchmark: str, family: str) -> Callable[[dict, list], dict]:
     """The `process_results` of one of a benchmark's perturbation or detector tasks."""
     if family in (ORIGINAL, PERTURBED):
         return _single_variant(benchmark)
-    return _paired(benchmark, task_metrics(family))
+    return _paired(benchmark, task_metrics(family), DETECTORS.get(family))
 
 
 def paired_comparison(logged: list[dict]) -> stats.PairedComparison:

@@ -206,6 +206,8 @@ class _Benchmark:
             "docs": f"documents.task_docs({name}, {json.dumps(family)})",
             "results": f"scoring.task_results({name}, {json.dumps(family)})",
         }
+        if family in DETECTORS and DETECTORS[family].instruction:
+            prompt.update(asking_for_text(prompt, DETECTORS[family].instruction))
         if family in DETECTORS and DETECTORS[family].withholds_image:
             # The image the document may withhold: its own doc_to_visual, and no message builder (MMMU's
             # doc_to_messages reads the image itself); chat loaders then build messages from text and visuals.
@@ -221,6 +223,13 @@ class _Benchmark:
         }
         return self.task(family, tags, config, functions)
 
+    def prompt_asks_for_a_letter_after(self) -> bool:
+        """Its default prompt ends with a post-prompt asking for the letter (MMStar's "Answer with the option's
+        letter..."): a detector asking for a text answer replaces it. Where the request is elsewhere (in the
+        question: RealWorldQA; in the template: SEED-Bench, MMMU) it cannot, and has no task."""
+        default = (self.prompt.get("lmms_eval_specific_kwargs") or {}).get("default") or {}
+        return "letter" in str(default.get("post_prompt", ""))
+
     def tasks(self) -> Iterator[GeneratedTask]:
         spec, module = self.spec, self.module
         from_hub = spec.scannable  # the sets a user builds or fetches: the tag groups over benchmarks
@@ -234,6 +243,8 @@ class _Benchmark:
             yield self.local(CONTAM, detectors, _metric_entries(PAIRED_METRICS, module))
         if spec.option_layout:
             for detector in DETECTORS.values():
+                if detector.instruction and not self.prompt_asks_for_a_letter_after():
+                    continue
                 yield self.local(detector.name, detectors, _metric_entries(detector_metrics(detector), module))
         if spec.scannable:
             hub = {key: self.base[key] for key in HUB_KEYS if key in self.base}
@@ -247,6 +258,21 @@ class _Benchmark:
             )
             task.about += self.about_extra
             yield task
+
+
+TEXT_ANSWER_TOKENS = 32  # at least, for a detector asking for an option's text
+
+
+def asking_for_text(prompt: dict, instruction: str) -> dict:
+    """The prompt blocks of a task asking for a text answer: the default post-prompt replaced by `instruction`,
+    model-specific prompts dropped (they ask for a letter), room for a few words in the reply."""
+    kwargs = prompt["lmms_eval_specific_kwargs"]
+    generation = dict(prompt.get("generation_kwargs") or {})
+    generation["max_new_tokens"] = max(int(generation.get("max_new_tokens", 0)), TEXT_ANSWER_TOKENS)
+    return {
+        "lmms_eval_specific_kwargs": {"default": {**kwargs["default"], "post_prompt": instruction}},
+        "generation_kwargs": generation,
+    }
 
 
 def _yaml(task: GeneratedTask) -> str:

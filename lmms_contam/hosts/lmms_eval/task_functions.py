@@ -62,6 +62,8 @@ mmstar_option_shuffle_results = scoring.task_results("mmstar", "option_shuffle")
 mmstar_text_only_docs = documents.task_docs("mmstar", "text_only")
 mmstar_text_only_results = scoring.task_results("mmstar", "text_only")
 mmstar_text_only_visual = documents.text_only_visual("mmstar", "lmms_eval.tasks.mmstar.utils.mmstar_doc_to_visual")
+mmstar_masked_option_docs = documents.task_docs("mmstar", "masked_option")
+mmstar_masked_option_results = scoring.task_results("mmstar", "masked_option")
 mmstar_scanned_docs = scanned.scanned_docs("mmstar")
 mmstar_scanned_results = scanned.scanned_results("mmstar")
 
@@ -110,6 +112,27 @@ synthetic_text_only_results = scoring.task_results("synthetic", "text_only")
 synthetic_text_only_visual = documents.text_only_visual(
     "synthetic", "lmms_eval.tasks.mmstar.utils.mmstar_doc_to_visual"
 )
+synthetic_masked_option_docs = documents.task_docs("synthetic", "masked_option")
+synthetic_masked_option_results = scoring.task_results("synthetic", "masked_option")
+
+# synthetic_varied
+synthetic_varied_original_docs = documents.task_docs("synthetic_varied", "original")
+synthetic_varied_original_results = scoring.task_results("synthetic_varied", "original")
+synthetic_varied_perturbed_docs = documents.task_docs("synthetic_varied", "perturbed")
+synthetic_varied_perturbed_results = scoring.task_results("synthetic_varied", "perturbed")
+synthetic_varied_contam_docs = documents.task_docs("synthetic_varied", "contam")
+synthetic_varied_contam_results = scoring.task_results("synthetic_varied", "contam")
+synthetic_varied_circular_docs = documents.task_docs("synthetic_varied", "circular")
+synthetic_varied_circular_results = scoring.task_results("synthetic_varied", "circular")
+synthetic_varied_option_shuffle_docs = documents.task_docs("synthetic_varied", "option_shuffle")
+synthetic_varied_option_shuffle_results = scoring.task_results("synthetic_varied", "option_shuffle")
+synthetic_varied_text_only_docs = documents.task_docs("synthetic_varied", "text_only")
+synthetic_varied_text_only_results = scoring.task_results("synthetic_varied", "text_only")
+synthetic_varied_text_only_visual = documents.text_only_visual(
+    "synthetic_varied", "lmms_eval.tasks.mmstar.utils.mmstar_doc_to_visual"
+)
+synthetic_varied_masked_option_docs = documents.task_docs("synthetic_varied", "masked_option")
+synthetic_varied_masked_option_results = scoring.task_results("synthetic_varied", "masked_option")
 
 # seedbench
 seedbench_original_docs = documents.task_docs("seedbench", "original")
@@ -146,6 +169,8 @@ mmbench_text_only_results = scoring.task_results("mmbench", "text_only")
 mmbench_text_only_visual = documents.text_only_visual(
     "mmbench", "lmms_eval.tasks.mmbench.en_utils.mmbench_doc_to_visual"
 )
+mmbench_masked_option_docs = documents.task_docs("mmbench", "masked_option")
+mmbench_masked_option_results = scoring.task_results("mmbench", "masked_option")
 mmbench_scanned_docs = scanned.scanned_docs("mmbench")
 mmbench_scanned_results = scanned.scanned_results("mmbench")
 
@@ -173,6 +198,8 @@ ai2d_option_shuffle_results = scoring.task_results("ai2d", "option_shuffle")
 ai2d_text_only_docs = documents.task_docs("ai2d", "text_only")
 ai2d_text_only_results = scoring.task_results("ai2d", "text_only")
 ai2d_text_only_visual = documents.text_only_visual("ai2d", "lmms_eval.tasks.ai2d.utils.ai2d_doc_to_visual")
+ai2d_masked_option_docs = documents.task_docs("ai2d", "masked_option")
+ai2d_masked_option_results = scoring.task_results("ai2d", "masked_option")
 ai2d_scanned_docs = scanned.scanned_docs("ai2d")
 ai2d_scanned_results = scanned.scanned_results("ai2d")
 
@@ -209,5 +236,7 @@ scienceqa_text_only_results = scoring.task_results("scienceqa", "text_only")
 scienceqa_text_only_visual = documents.text_only_visual(
     "scienceqa", "lmms_eval.tasks.scienceqa.utils.sqa_doc_to_visual"
 )
+scienceqa_masked_option_docs = documents.task_docs("scienceqa", "masked_option")
+scienceqa_masked_option_results = scoring.task_results("scienceqa", "masked_option")
 scienceqa_scanned_docs = scanned.scanned_docs("scienceqa")
 scienceqa_scanned_results = scanned.scanned_results("scienceqa")

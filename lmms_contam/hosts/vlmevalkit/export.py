@@ -44,9 +44,19 @@ from lmms_contam.versions import NO_IMAGE, Version, item_versions
 OWN_DETECTORS = (CIRCULAR,)  # VLMEvalKit runs CircularEval itself (its MMBench datasets; hosts/vlmevalkit/circular.py)
 
 
+# Why a detector that asks for an option's text (masked-option guessing) has no export.
+TEXT_ANSWERS = (
+    "VLMEvalKit cannot ask it: a custom dataset with options is multiple choice, whose prompt asks for a letter "
+    "and whose answer matching extracts one, and a custom dataset without options is scored by VLMEvalKit's VQA "
+    "metrics, not by exact match against the hidden option's text; run it with lmms-eval (*_{family} tasks)"
+)
+
+
 def families() -> tuple[str, ...]:
-    """What the export writes: the perturbation's families and every detector VLMEvalKit does not run itself."""
-    return (CONTAM, PERTURBED, ORIGINAL, *(name for name in DETECTORS if name not in OWN_DETECTORS))
+    """What the export writes: the perturbation's families and every detector VLMEvalKit does not run itself and
+    can ask (multiple-choice questions answered with a letter)."""
+    asked = (name for name, d in DETECTORS.items() if name not in OWN_DETECTORS and not d.scores_reply)
+    return (CONTAM, PERTURBED, ORIGINAL, *asked)
 
 
 LMUDATA_ENV = "LMUData"
@@ -219,6 +229,8 @@ def export_set(benchmark: str, family: str = CONTAM, lmudata: str | Path | None 
     when there is one); the dataset name says the benchmark and the family. Items that VLMEvalKit's reader
     would not read as written are left out, each named with why, and the TSV is read back as VLMEvalKit reads
     it before anything is published."""
+    if family in DETECTORS and DETECTORS[family].scores_reply:
+        raise ValueError(f"--family {family}: {TEXT_ANSWERS.format(family=family)}")
     if family not in families():
         raise ValueError(f"--family must be one of {', '.join(families())}, got {family!r}")
     bound = binding(benchmark)

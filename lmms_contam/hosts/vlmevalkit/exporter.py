@@ -21,7 +21,8 @@ class VlmEvalKitExporter(Exporter):
         "`lmms-contam report` pairs them by; a manifest beside it records the set and its verification. "
         "--family writes one version (perturbed: pair it with an existing VLMEvalKit run of the benchmark) or a "
         "peer detector's (option_shuffle, text_only), each under a name of its own. MME and NaturalBench are "
-        "refused with the reason: VLMEvalKit cannot score their yes/no questions from a TSV of ours."
+        "refused with the reason: VLMEvalKit cannot score their yes/no questions from a TSV of ours; so is "
+        "masked_option: VLMEvalKit cannot ask for an option's text and match it exactly."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:

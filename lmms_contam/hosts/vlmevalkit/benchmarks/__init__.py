@@ -13,6 +13,19 @@ from lmms_contam.hosts.vlmevalkit.benchmarks import (
     scienceqa,
     seedbench,
     synthetic,
+    synthetic_varied,
 )
 
-MODULES = (mmstar, realworldqa, naturalbench, synthetic, seedbench, mmbench, mme, ai2d, mmmu, scienceqa)
+MODULES = (
+    mmstar,
+    realworldqa,
+    naturalbench,
+    synthetic,
+    synthetic_varied,
+    seedbench,
+    mmbench,
+    mme,
+    ai2d,
+    mmmu,
+    scienceqa,
+)
