@@ -90,3 +90,11 @@ def test_against_a_clean_reference_model_exact_mcnemar_on_the_same_items():
 def test_the_report_offers_each_detectors_reference_option():
     declared = {d.baseline.option: name for name, d in DETECTORS.items() if d.baseline}
     assert declared == {option: detector for option, (detector, _) in BASELINE_OPTIONS.items()}
+
+
+def test_vlmevalkit_exports_refuse_it_saying_why():
+    from lmms_contam.hosts.vlmevalkit.export import export_set, families
+
+    assert MASKED_OPTION not in families()
+    with pytest.raises(ValueError, match="VLMEvalKit cannot ask it: .* exact match against the hidden option's text"):
+        export_set("mmstar", MASKED_OPTION)
