@@ -28,7 +28,9 @@ from lmms_contam.records import CONTAM
 from lmms_contam.set_locations import env_var
 
 PERTURBATION_TASK = "synthetic_contam"
-DETECTOR_TASKS = tuple(f"synthetic_{detector}" for detector in DETECTORS)
+# The demo's models answer with a letter only (train.py), so the detectors that ask for a letter: masked-option
+# guessing asks for an option's text, which only the race's models are trained to give.
+DETECTOR_TASKS = tuple(f"synthetic_{name}" for name, detector in DETECTORS.items() if not detector.scores_reply)
 
 
 class EvaluationError(RuntimeError):

@@ -344,7 +344,8 @@ def experiment_table(outcome: Outcome) -> str:
         lines.append("| " + " | ".join(map(str, cells)) + " |")
     with_detectors = [r for r in outcome.rows if r.detectors]
     if with_detectors:
-        header = ("model", "seed", "semantic perturbation", *(d.label for d in DETECTORS.values()))
+        ran = [name for name in DETECTORS if any(name in r.detectors for r in with_detectors)]
+        header = ("model", "seed", "semantic perturbation", *(DETECTORS[name].label for name in ran))
         lines += [
             "",
             "Peer detectors (signal, p, flag at p < 0.05):",
@@ -354,7 +355,7 @@ def experiment_table(outcome: Outcome) -> str:
         ]
         for r in with_detectors:
             cells = [r.model, str(r.seed), f"{r.delta:+.3f}, p {r.mcnemar_p:.2g}, {r.verdict}"]
-            for name in DETECTORS:
+            for name in ran:
                 d = r.detectors.get(name)
                 cells.append(
                     f"{d['signal']:+.3f}, p {d['p_value']:.2g}, {'flagged' if d['flagged'] else 'not flagged'}"

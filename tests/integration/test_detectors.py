@@ -255,4 +255,6 @@ def test_masked_option_guessing_through_lmms_eval(detector_runs, fixture_sets, m
         p = binomtest(sum(named), len(named), chance, alternative="greater").pvalue
         assert metric(run, task, "chance") == pytest.approx(chance)
         assert metric(run, task, "masked_p") == pytest.approx(p)
-        assert (p < 0.01) == (model == "memoriser"), "caught exactly when it remembers the items"
+        # Caught exactly when it remembers the items, where the hidden option cannot be known without them (the
+        # fixed benchmark lists one kind's names in one order: a model that never saw an item knows them all).
+        assert (p < 0.01) == (model == "memoriser" and chance < 1)
