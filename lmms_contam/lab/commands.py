@@ -32,6 +32,8 @@ def _experiment(args: argparse.Namespace) -> int:
     from lmms_contam.lab.evaluate import EvaluationError
 
     demo = args.command == "demo"
+    if getattr(args, "detectors", False):
+        return _race(args)
     try:
         if args.flaws and args.judge_errors:
             raise ValueError("--flaws and --judge-errors are two studies: run one, then the other (same --out)")
@@ -57,6 +59,11 @@ def _experiment(args: argparse.Namespace) -> int:
             text, written = experiment.experiment_table(outcome), f"report: {outcome.report_html.resolve()}"
     except (EvaluationError, ValueError) as exc:  # SetupMismatch is a ValueError
         return stop(args.command, exc)
+    return _finish(text, outcome, written)
+
+
+def _finish(text: str, outcome, written: str) -> int:
+    """The table, how many checks passed, where the outputs are; exit 1 unless every check passed."""
     print(text)
     print(
         f"\n{sum(c.passed for c in outcome.checks)}/{len(outcome.checks)} checks passed "
@@ -64,6 +71,24 @@ def _experiment(args: argparse.Namespace) -> int:
     )
     print(written)
     return 0 if outcome.passed else 1
+
+
+def _race(args: argparse.Namespace) -> int:
+    from lmms_contam.lab.evaluate import EvaluationError
+    from lmms_contam.lab.race import race_table, run_race
+    from lmms_contam.lab.race_models import RaceRecipe
+
+    if args.flaws or args.judge_errors or args.host != lmms_eval.KEY:
+        return stop(args.command, "--detectors runs through lmms-eval alone, apart from --flaws and --judge-errors")
+    recipe = RaceRecipe()
+    if args.seeds:
+        recipe = dataclasses.replace(recipe, seeds=tuple(int(s) for s in args.seeds.split(",")))
+    try:
+        outcome = run_race(recipe, args.out)
+    except (EvaluationError, ValueError) as exc:
+        return stop(args.command, exc)
+    written = f"table, plot and summary: {(Path(args.out) / 'race.md').resolve()}, race.png, race.json"
+    return _finish(race_table(outcome), outcome, written)
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
@@ -139,6 +164,16 @@ def _add_experiment(commands: argparse._SubParsersAction) -> None:
         "verifying through `verify`'s own code; every model of every seed read on each judge's kept "
         "items (one lmms-eval run per model and flaw rate, restricted; one direct run checks that); "
         "writes judges.json",
+    )
+    full.add_argument(
+        "--detectors",
+        action="store_true",
+        help="the detector race instead: on the varied procedural benchmark, a clean model that reads the options, "
+        "and per seed copies fine-tuned on four kinds of contamination (image+question+answer, text only, image "
+        "only, answers in one fixed option order) and a control; every detector (semantic perturbation, "
+        "CircularEval, option shuffle, text-only, masked option) on every model through lmms-eval; writes the "
+        "table of false accusations and detection rates with exact 95%% intervals (race.md), its plot (race.png) "
+        "and race.json. About an hour on 2 cores; resumable",
     )
     full.set_defaults(run=_experiment)
 

@@ -38,9 +38,9 @@ class EvaluationError(RuntimeError):
 
 
 @contextmanager
-def resolving(test_set: Path) -> Iterator[None]:
-    """The synthetic tasks (and exports) resolve `test_set` for the duration."""
-    name = env_var("synthetic")
+def resolving(test_set: Path, benchmark: str = "synthetic") -> Iterator[None]:
+    """The procedural benchmark's tasks (and exports) resolve `test_set` for the duration."""
+    name = env_var(benchmark)
     before = os.environ.get(name)
     os.environ[name] = str(test_set)
     try:
@@ -67,7 +67,12 @@ def lmms_eval_executable() -> str:
 
 
 def evaluate(
-    models: dict[str, Path], tasks: dict[str, tuple[str, ...]], test_set: Path, out: Path, log: Path
+    models: dict[str, Path],
+    tasks: dict[str, tuple[str, ...]],
+    test_set: Path,
+    out: Path,
+    log: Path,
+    benchmark: str = "synthetic",
 ) -> dict[str, Path]:
     """Evaluate each model on its tasks; returns {model name: its lmms-eval output folder}.
 
@@ -93,7 +98,7 @@ def evaluate(
         with atomic_path(config) as tmp:
             tmp.write_text(yaml.safe_dump(runs, sort_keys=False))
         # Everything is local: the harness must not reach for the hub on a machine without network.
-        env = {**os.environ, env_var("synthetic"): str(test_set), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+        env = {**os.environ, env_var(benchmark): str(test_set), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "a", encoding="utf-8") as stream:
             subprocess.run(

@@ -305,8 +305,12 @@ def entries_of(spec: ModelSpec, results: list, models: Path, host: str = LMMS_EV
     VLMEvalKit's runs by the name the model was asked under."""
     if host == VLMEVALKIT:
         return [r for r in results if r.model == f"{served_name(spec)} (VLMEvalKit)"]
-    folder = str(spec.folder(models))
-    return [r for r in results if r.model == folder or f"pretrained={folder}," in r.model]
+    return entries_for_folder(results, spec.folder(models))
+
+
+def entries_for_folder(results: list, folder: Path) -> list:
+    """Report entries (or runs) of the lmms-eval `llava_hf` model in `folder`: named by its `pretrained`."""
+    return [r for r in results if r.model == str(folder) or f"pretrained={folder}," in r.model]
 
 
 def only_entry(found: list) -> analysis.BenchmarkResult:

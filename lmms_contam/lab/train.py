@@ -46,7 +46,8 @@ def prompt_text(processor: LlavaProcessor, text: str) -> str:
 
 
 class Batcher:
-    """Model inputs for examples: prompt ids (cached per question), the letter, then end of sequence."""
+    """Model inputs for examples: prompt ids (cached per prompt), the answer (a letter is one token), then end of
+    sequence."""
 
     def __init__(self, processor: LlavaProcessor, host: str = LMMS_EVAL) -> None:
         self.processor, self.host = processor, host
@@ -60,29 +61,42 @@ class Batcher:
         self._prompts: dict[str, list[int]] = {}
         self._blank = Image.new("RGB", (processor.image_processor.crop_size["width"],) * 2)
 
-    def prompt_ids(self, question: str) -> list[int]:
-        if question not in self._prompts:
-            text = prompt_text(self.processor, host_text(question, self.host))
-            encoded = self.processor(images=[self._blank], text=text)
-            self._prompts[question] = list(encoded["input_ids"][0])
-        return self._prompts[question]
+    def asked_text(self, example: Example) -> str:
+        """What the harness sends for the example: its multiple-choice prompt, or the example's own text."""
+        return example.asked or host_text(example.question, self.host)
+
+    def prompt_ids(self, text: str) -> list[int]:
+        """The chat-templated ids of a harness's text with the image tokens before it, as the model reads them."""
+        if text not in self._prompts:
+            encoded = self.processor(images=[self._blank], text=prompt_text(self.processor, text))
+            self._prompts[text] = list(encoded["input_ids"][0])
+        return self._prompts[text]
+
+    def answer_ids(self, answer: str) -> list[int]:
+        if answer in self.letter_ids:
+            return [self.letter_ids[answer]]
+        return list(self.processor.tokenizer(answer, add_special_tokens=False)["input_ids"])
 
     def pixels(self, images: Sequence[Image.Image]) -> torch.Tensor:
         return self.processor.image_processor(list(images), return_tensors="pt")["pixel_values"]
 
     def training_batch(self, examples: Sequence[Example]) -> dict[str, torch.Tensor]:
-        """Right-padded prompt + letter + eos; the loss sees the letter and the eos only."""
+        """Right-padded prompt + answer + eos; the loss sees the answer and the eos (and, for an example that
+        learns its prompt, the prompt's tokens but the image's)."""
         eos = self.processor.tokenizer.eos_token_id
-        rows = [(self.prompt_ids(e.question), [self.letter_ids[e.letter], eos]) for e in examples]
+        rows = [(self.prompt_ids(self.asked_text(e)), [*self.answer_ids(e.answer), eos]) for e in examples]
         width = max(len(prompt) + len(answer) for prompt, answer in rows)
         pad = self.processor.tokenizer.pad_token_id
+        image_token = self.processor.tokenizer.convert_tokens_to_ids("<image>")
         input_ids = torch.full((len(rows), width), pad)
         labels = torch.full((len(rows), width), IGNORE)
         attention = torch.zeros((len(rows), width), dtype=torch.long)
-        for i, (prompt, answer) in enumerate(rows):
+        for i, ((prompt, answer), example) in enumerate(zip(rows, examples, strict=True)):
             sequence = prompt + answer
             input_ids[i, : len(sequence)] = torch.tensor(sequence)
             labels[i, len(prompt) : len(sequence)] = torch.tensor(answer)
+            if example.learn_prompt:
+                labels[i, 1 : len(prompt)] = torch.tensor([t if t != image_token else IGNORE for t in prompt[1:]])
             attention[i, : len(sequence)] = 1
         pixels = self.pixels([e.image for e in examples])
         return {"input_ids": input_ids, "attention_mask": attention, "labels": labels, "pixel_values": pixels}
@@ -98,12 +112,12 @@ class Batcher:
         predictions: list[str] = []
         for start in range(0, len(examples), batch_size):
             chunk = examples[start : start + batch_size]
-            by_question: dict[str, list[int]] = {}
+            by_prompt: dict[str, list[int]] = {}
             for i, example in enumerate(chunk):
-                by_question.setdefault(example.question, []).append(i)
+                by_prompt.setdefault(self.asked_text(example), []).append(i)
             chunk_predictions = [""] * len(chunk)
-            for question, indices in by_question.items():
-                ids = torch.tensor([self.prompt_ids(question)] * len(indices))
+            for text, indices in by_prompt.items():
+                ids = torch.tensor([self.prompt_ids(text)] * len(indices))
                 logits = model(input_ids=ids, pixel_values=self.pixels([chunk[i].image for i in indices])).logits
                 best = logits[:, -1, letter_ids].argmax(dim=-1)
                 for i, choice in zip(indices, best.tolist(), strict=True):
@@ -113,7 +127,7 @@ class Batcher:
 
     def accuracy(self, model: LlavaForConditionalGeneration, examples: Sequence[Example]) -> float:
         predicted = self.predicted_letters(model, examples)
-        return sum(p == e.letter for p, e in zip(predicted, examples, strict=True)) / len(examples)
+        return sum(p == e.answer for p, e in zip(predicted, examples, strict=True)) / len(examples)
 
 
 @dataclass(frozen=True)

@@ -42,11 +42,14 @@ VARIED = Procedural("synthetic_varied", draw_varied_scene)
 
 @dataclass(frozen=True)
 class Example:
-    """An image, its question and the letter a model is trained or scored on."""
+    """An image, its question and the answer a model is trained or scored on: a letter, or (with `asked`, the text
+    exactly as asked in place of a harness's multiple-choice prompt) any text."""
 
     image: Image.Image
     question: str
-    letter: str
+    answer: str
+    asked: str = ""
+    learn_prompt: bool = False  # the loss covers the prompt's text too (a document read in pre-training)
 
 
 def example(scene: Scene) -> Example:

@@ -79,7 +79,7 @@ def test_test_set_is_a_valid_perturbed_set(tmp_path, of):
     assert len(rows) == 40 and set(rows["benchmark"]) == {of.name}
     counterfactuals = benchmark.perturbed_examples(40, of=of)
     for row, example in zip(rows, counterfactuals, strict=True):
-        assert row["new_answer"] == example.letter != row["original_answer"]
+        assert row["new_answer"] == example.answer != row["original_answer"]
         assert row["question"] == example.question and row["options"] == list(of.draw(row["item_id"], 0).options)
         assert np.array_equal(np.asarray(row["image"]), np.asarray(example.image))
         assert row["category"] == row["l2_category"] in KINDS

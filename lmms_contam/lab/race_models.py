@@ -1,0 +1,114 @@
+"""The detector race's models: one clean model that reads the options, and per seed a copy fine-tuned on each
+kind of contamination (race_data.KINDS) and a control fine-tuned alike on fresh items.
+
+The clean model is larger than the demo's (its text model 256 wide and 6 deep): the demo's learns colour ->
+letter on the fixed benchmark, but stays at chance where each item lists its own options in its own order. A
+model folder that exists is finished (folders appear by rename), so a rerun after a crash trains only what is
+missing; the recipe is recorded beside them and a folder of another recipe's models is refused.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from lmms_contam.atomic import atomic_path
+from lmms_contam.lab import race_data, tiny_vlm, train
+from lmms_contam.lab.experiment import SetupMismatch
+from lmms_contam.stats import stable_seed
+
+CLEAN = "clean"
+
+
+@dataclass(frozen=True)
+class RaceRecipe:
+    """Every training setting, fixed before the race runs."""
+
+    test_items: int = 300
+    seeds: tuple[int, ...] = (0, 1, 2)
+    size: tiny_vlm.TinyLlavaSize = field(default_factory=lambda: tiny_vlm.TinyLlavaSize(text_hidden=256, text_layers=6))
+    clean_steps: int = 3000
+    clean_lr: float = 5e-4
+    clean_batch: int = 64
+    finetune_epochs: int = 10
+    finetune_batch: int = 16
+    finetune_lr: float = 5e-4
+
+
+@dataclass(frozen=True)
+class RaceModel:
+    kind: str  # CLEAN, a kind of contamination, or race_data.CONTROL
+    seed: int = 0
+
+    @property
+    def name(self) -> str:
+        return CLEAN if self.kind == CLEAN else f"{self.kind}-seed{self.seed}"
+
+    def folder(self, root: Path) -> Path:
+        return root / self.name
+
+
+def plan(recipe: RaceRecipe) -> list[RaceModel]:
+    """The clean model, then per seed every kind of contamination and the control."""
+    kinds = (*race_data.KINDS, race_data.CONTROL)
+    return [RaceModel(CLEAN), *(RaceModel(kind, seed) for seed in recipe.seeds for kind in kinds)]
+
+
+def claim_models(root: Path, recipe: RaceRecipe) -> None:
+    """Record the recipe on first use; refuse a folder whose models came from another recipe."""
+    record, wanted = root / "recipe.json", json.loads(json.dumps(asdict(recipe)))
+    root.mkdir(parents=True, exist_ok=True)
+    if record.exists():
+        if json.loads(record.read_text()) != wanted:
+            raise SetupMismatch(f"{root} holds race models trained with another recipe ({record}); use another --out")
+        return
+    with atomic_path(record) as tmp:
+        tmp.write_text(json.dumps(wanted, indent=2))
+
+
+def train_clean(recipe: RaceRecipe, root: Path) -> Path:
+    folder = RaceModel(CLEAN).folder(root)
+    if folder.exists():
+        return folder
+    tokenizer = tiny_vlm.build_tokenizer(_templated(race_data.vocabulary()))
+    vlm, processor = tiny_vlm.new_tiny_llava(tokenizer, recipe.size, seed=0)
+    batches = race_data.clean_batches(0, recipe.clean_batch)
+    schedule = train.Schedule(lr=recipe.clean_lr)
+    train.fit(vlm, train.Batcher(processor), batches, recipe.clean_steps, schedule, desc="race: clean model")
+    return tiny_vlm.save_tiny_vlm(vlm, processor, folder)
+
+
+def _templated(texts: list[str]) -> list[str]:
+    """The texts as the model reads them: chat-templated with the image first (merges may cross the template)."""
+    _, bootstrap = tiny_vlm.new_tiny_llava(tiny_vlm.build_tokenizer(["A B C D"]))
+    return [train.prompt_text(bootstrap, text) for text in texts] + ["A", "B", "C", "D"]
+
+
+def fine_tune(model: RaceModel, recipe: RaceRecipe, clean: Path, root: Path) -> Path:
+    """Full fine-tuning from the clean model on the kind's data, its own warm-up and cosine decay over the epochs."""
+    folder = model.folder(root)
+    if folder.exists():
+        return folder
+    torch.manual_seed(stable_seed("race-fine-tune", model.kind, str(model.seed)))
+    vlm, processor = tiny_vlm.load_tiny_vlm(clean)
+    data = race_data.contamination(model.kind, recipe.test_items, model.seed)
+    steps = recipe.finetune_epochs * -(-len(data) // recipe.finetune_batch)
+    train.fit(
+        vlm,
+        train.Batcher(processor),
+        train.epochs_of(data, recipe.finetune_batch, model.seed),
+        steps,
+        train.Schedule(lr=recipe.finetune_lr, warmup=20),
+        desc=f"race: {model.name}",
+    )
+    return tiny_vlm.save_tiny_vlm(vlm, processor, folder)
+
+
+def build_race_models(recipe: RaceRecipe, root: Path) -> dict[RaceModel, Path]:
+    """Train what is missing; returns every planned model's folder."""
+    claim_models(root, recipe)
+    clean = train_clean(recipe, root)
+    return {model: clean if model.kind == CLEAN else fine_tune(model, recipe, clean, root) for model in plan(recipe)}

@@ -1,0 +1,53 @@
+"""The detector race's table: which models each detector flags, per column, with exact 95% intervals."""
+
+from __future__ import annotations
+
+import pytest
+from scipy.stats import beta
+
+from lmms_contam.lab.race import PERTURBATION, Flag, RaceOutcome, detectors, exact_interval, race_table, rates
+
+
+def _outcome(flagged: dict[str, set[str]]) -> RaceOutcome:
+    """Clean, and per seed a control and the text-only kind; `flagged`: detector key -> the models it flags."""
+    kinds = {"clean": "clean"}
+    for seed in range(3):
+        kinds[f"control-seed{seed}"] = "control"
+        kinds[f"text_only-seed{seed}"] = "text_only"
+    keys = [PERTURBATION, "circular", "option_shuffle", "text_only", "masked_option"]
+    flags = {name: {k: Flag(-0.1, 0.01, name in flagged.get(k, set())) for k in keys} for name in kinds}
+    return RaceOutcome(flags=flags, kinds=kinds)
+
+
+def test_rates_count_false_accusations_over_clean_and_controls_and_detections_per_kind():
+    outcome = _outcome({"text_only": {"text_only-seed0", "text_only-seed2", "control-seed1"}, "circular": {"clean"}})
+    table = rates(outcome)
+    assert list(table) == detectors()
+    assert table["text-only"]["false accusations"] == (1, 4) and table["text-only"]["text_only"] == (2, 3)
+    assert table["CircularEval"]["false accusations"] == (1, 4) and table["CircularEval"]["text_only"] == (0, 3)
+    assert table[PERTURBATION]["image_question_answer"] == (0, 0)  # no such model here: an empty column
+    low, high = exact_interval(2, 3)
+    assert f"| text-only | 1/4 [0.01, 0.81] | - | 2/3 [{low:.2f}, {high:.2f}] | - | - |" in race_table(outcome)
+
+
+@pytest.mark.parametrize(("hits", "n"), [(0, 4), (1, 4), (3, 3), (2, 3), (7, 20)])
+def test_the_interval_is_clopper_pearsons(hits, n):
+    low, high = exact_interval(hits, n)
+    assert low == pytest.approx(beta.ppf(0.025, hits, n - hits + 1) if hits else 0.0)
+    assert high == pytest.approx(beta.ppf(0.975, hits + 1, n - hits) if hits < n else 1.0)
+
+
+def test_a_model_without_a_detectors_reading_is_refused():
+    outcome = _outcome({})
+    del outcome.flags["control-seed2"]["masked_option"]
+    with pytest.raises(ValueError, match="masked option: no reading of control-seed2"):
+        rates(outcome)
+
+
+def test_the_plot_is_written_whole(tmp_path):
+    from PIL import Image
+
+    from lmms_contam.lab.race import plot
+
+    plot(_outcome({"text_only": {"text_only-seed1"}}), tmp_path / "race.png")
+    assert Image.open(tmp_path / "race.png").size[0] > 600 and list(tmp_path.iterdir()) == [tmp_path / "race.png"]
