@@ -30,7 +30,7 @@ class RaceRecipe:
     test_items: int = 300
     seeds: tuple[int, ...] = (0, 1, 2)
     size: tiny_vlm.TinyLlavaSize = field(default_factory=lambda: tiny_vlm.TinyLlavaSize(text_hidden=256, text_layers=6))
-    clean_steps: int = 3000
+    clean_steps: int = 4800
     clean_lr: float = 5e-4
     clean_batch: int = 64
     finetune_epochs: int = 10
