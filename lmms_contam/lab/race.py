@@ -65,7 +65,7 @@ def run_race(recipe: RaceRecipe, out: str | Path) -> RaceOutcome:
     if not test_set.exists():
         build_test_set(recipe.test_items, test_set, of=VARIED)
     folders = build_race_models(recipe, out / "models")
-    names = {model.name: folder for model, folder in folders.items()}
+    names = {folder.name: folder for folder in folders.values()}  # an evaluation per model the settings made
     runs = evaluate(names, dict.fromkeys(names, TASKS), test_set, out / "eval", out / "logs" / "race.log", VARIED.name)
     loaded = read_runs(list(runs.values()))
     with resolving(test_set, VARIED.name):

@@ -3,21 +3,20 @@ kind of contamination (race_data.KINDS) and a control fine-tuned alike on fresh 
 
 The clean model is larger than the demo's (its text model 256 wide and 6 deep): the demo's learns colour ->
 letter on the fixed benchmark, but stays at chance where each item lists its own options in its own order. A
-model folder that exists is finished (folders appear by rename), so a rerun after a crash trains only what is
-missing; the recipe is recorded beside them and a folder of another recipe's models is refused.
+model's folder is named by a digest of the settings that made it (the clean model's, and for a copy the clean
+model's and its fine-tuning's), so another recipe trains other folders and a changed fine-tuning keeps the clean
+model; a folder that exists is finished (folders appear by rename), so a rerun trains only what is missing.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 
-from lmms_contam.atomic import atomic_path
+from lmms_contam.fingerprint import digest
 from lmms_contam.lab import race_data, tiny_vlm, train
-from lmms_contam.lab.experiment import SetupMismatch
 from lmms_contam.stats import stable_seed
 
 CLEAN = "clean"
@@ -37,6 +36,15 @@ class RaceRecipe:
     finetune_batch: int = 16
     finetune_lr: float = 5e-4
 
+    def made_with(self, kind: str) -> str:
+        """A digest of the settings that make a model of `kind` (the clean model's are part of every copy's)."""
+        recipe = asdict(self)
+        clean = {key: recipe[key] for key in ("size", "clean_steps", "clean_lr", "clean_batch")}
+        if kind == CLEAN:
+            return digest(clean)[:10]
+        tuned = {key: value for key, value in recipe.items() if key.startswith("finetune_") or key == "test_items"}
+        return digest({"clean": clean, "fine-tuning": tuned})[:10]
+
 
 @dataclass(frozen=True)
 class RaceModel:
@@ -47,8 +55,8 @@ class RaceModel:
     def name(self) -> str:
         return CLEAN if self.kind == CLEAN else f"{self.kind}-seed{self.seed}"
 
-    def folder(self, root: Path) -> Path:
-        return root / self.name
+    def folder(self, root: Path, recipe: RaceRecipe) -> Path:
+        return root / f"{self.name}-{recipe.made_with(self.kind)}"
 
 
 def plan(recipe: RaceRecipe) -> list[RaceModel]:
@@ -57,20 +65,8 @@ def plan(recipe: RaceRecipe) -> list[RaceModel]:
     return [RaceModel(CLEAN), *(RaceModel(kind, seed) for seed in recipe.seeds for kind in kinds)]
 
 
-def claim_models(root: Path, recipe: RaceRecipe) -> None:
-    """Record the recipe on first use; refuse a folder whose models came from another recipe."""
-    record, wanted = root / "recipe.json", json.loads(json.dumps(asdict(recipe)))
-    root.mkdir(parents=True, exist_ok=True)
-    if record.exists():
-        if json.loads(record.read_text()) != wanted:
-            raise SetupMismatch(f"{root} holds race models trained with another recipe ({record}); use another --out")
-        return
-    with atomic_path(record) as tmp:
-        tmp.write_text(json.dumps(wanted, indent=2))
-
-
 def train_clean(recipe: RaceRecipe, root: Path) -> Path:
-    folder = RaceModel(CLEAN).folder(root)
+    folder = RaceModel(CLEAN).folder(root, recipe)
     if folder.exists():
         return folder
     tokenizer = tiny_vlm.build_tokenizer(_templated(race_data.vocabulary()))
@@ -89,7 +85,7 @@ def _templated(texts: list[str]) -> list[str]:
 
 def fine_tune(model: RaceModel, recipe: RaceRecipe, clean: Path, root: Path) -> Path:
     """Full fine-tuning from the clean model on the kind's data, its own warm-up and cosine decay over the epochs."""
-    folder = model.folder(root)
+    folder = model.folder(root, recipe)
     if folder.exists():
         return folder
     torch.manual_seed(stable_seed("race-fine-tune", model.kind, str(model.seed)))
@@ -109,6 +105,5 @@ def fine_tune(model: RaceModel, recipe: RaceRecipe, clean: Path, root: Path) -> 
 
 def build_race_models(recipe: RaceRecipe, root: Path) -> dict[RaceModel, Path]:
     """Train what is missing; returns every planned model's folder."""
-    claim_models(root, recipe)
     clean = train_clean(recipe, root)
     return {model: clean if model.kind == CLEAN else fine_tune(model, recipe, clean, root) for model in plan(recipe)}
