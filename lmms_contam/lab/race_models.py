@@ -84,18 +84,23 @@ def _templated(texts: list[str]) -> list[str]:
 
 
 def fine_tune(model: RaceModel, recipe: RaceRecipe, clean: Path, root: Path) -> Path:
-    """Full fine-tuning from the clean model on the kind's data, its own warm-up and cosine decay over the epochs."""
+    """Full fine-tuning from the clean model, its own warm-up and cosine decay over the epochs: each batch half
+    the kind's data, half fresh items of the clean model's tasks (a leak is a part of what a model trains on,
+    and the replay keeps the skills every detector asks for, the masked-option format among them)."""
     folder = model.folder(root, recipe)
     if folder.exists():
         return folder
     torch.manual_seed(stable_seed("race-fine-tune", model.kind, str(model.seed)))
     vlm, processor = tiny_vlm.load_tiny_vlm(clean)
     data = race_data.contamination(model.kind, recipe.test_items, model.seed)
-    steps = recipe.finetune_epochs * -(-len(data) // recipe.finetune_batch)
+    half = recipe.finetune_batch // 2
+    leaked = train.epochs_of(data, half, model.seed)
+    replay = race_data.clean_batches(stable_seed("race-replay", model.kind, str(model.seed)) % 10**6, half)
+    steps = recipe.finetune_epochs * -(-len(data) // half)
     train.fit(
         vlm,
         train.Batcher(processor),
-        train.epochs_of(data, recipe.finetune_batch, model.seed),
+        (next(leaked) + next(replay) for _ in range(steps)),
         steps,
         train.Schedule(lr=recipe.finetune_lr, warmup=20),
         desc=f"race: {model.name}",
