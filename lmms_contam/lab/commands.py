@@ -75,8 +75,9 @@ def _finish(text: str, outcome, written: str) -> int:
 
 def _race(args: argparse.Namespace) -> int:
     from lmms_contam.lab.evaluate import EvaluationError
-    from lmms_contam.lab.race import race_table, run_race
+    from lmms_contam.lab.race import run_race
     from lmms_contam.lab.race_models import RaceRecipe
+    from lmms_contam.lab.race_table import race_table
 
     if args.flaws or args.judge_errors or args.host != lmms_eval.KEY:
         return stop(args.command, "--detectors runs through lmms-eval alone, apart from --flaws and --judge-errors")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 from scipy import stats as scipy_stats
@@ -20,40 +20,20 @@ from scipy import stats as scipy_stats
 from lmms_contam.atomic import atomic_path
 from lmms_contam.detectors.registry import DETECTORS
 from lmms_contam.hosts.readers import read_runs
-from lmms_contam.lab import race_data
 from lmms_contam.lab.evaluate import evaluate, resolving
 from lmms_contam.lab.experiment import Check, entries_for_folder
 from lmms_contam.lab.race_models import CLEAN, RaceModel, RaceRecipe, build_race_models
+from lmms_contam.lab.race_table import PERTURBATION, Flag, RaceOutcome, plot, race_table, rates
 from lmms_contam.report import analysis
 from lmms_contam.report.build import build as build_report
 from lmms_contam.report.inputs import Loaded
 from lmms_contam.synthetic.benchmark import VARIED, build_test_set
 from lmms_contam.synthetic.varied import draw_varied_scene
 
-PERTURBATION = "semantic perturbation"
 TASKS = (f"{VARIED.name}_contam", *(f"{VARIED.name}_{name}" for name in DETECTORS))
 ALPHA = 0.05  # a detector flags a model at the report's alpha
 STRONG = 0.01  # semantic perturbation must flag the paper's contamination at this p on every seed
 READS_OPTIONS = 0.10  # the clean model's CircularEval accuracy on clear items within this of its vanilla one
-
-
-@dataclass
-class Flag:
-    signal: float
-    p_value: float
-    flagged: bool
-
-
-@dataclass
-class RaceOutcome:
-    flags: dict[str, dict[str, Flag]]  # model name -> detector (or PERTURBATION) -> its reading
-    kinds: dict[str, str]  # model name -> its kind (CLEAN, a kind of contamination, or the control)
-    checks: list[Check] = field(default_factory=list)
-    seconds: float = 0.0
-
-    @property
-    def passed(self) -> bool:
-        return all(check.passed for check in self.checks)
 
 
 def run_race(recipe: RaceRecipe, out: str | Path) -> RaceOutcome:
@@ -139,81 +119,6 @@ def perturbation_holds(outcome: RaceOutcome) -> list[Check]:
                 )
             )
     return checks
-
-
-def exact_interval(hits: int, n: int) -> tuple[float, float]:
-    """Clopper-Pearson 95%."""
-    found = scipy_stats.binomtest(hits, n).proportion_ci(0.95, method="exact")
-    return float(found.low), float(found.high)
-
-
-def detectors() -> list[str]:
-    return [PERTURBATION, *(DETECTORS[name].label for name in DETECTORS)]
-
-
-def rates(outcome: RaceOutcome) -> dict[str, dict[str, tuple[int, int]]]:
-    """Per detector (by its label), per column (false accusations, then each kind): (flagged, models)."""
-    columns = {"false accusations": (CLEAN, race_data.CONTROL), **{kind: (kind,) for kind in race_data.KINDS}}
-    keys = {PERTURBATION: PERTURBATION, **{DETECTORS[name].label: name for name in DETECTORS}}
-    table: dict[str, dict[str, tuple[int, int]]] = {}
-    for label in detectors():
-        table[label] = {}
-        for column, kinds in columns.items():
-            models = [name for name, kind in outcome.kinds.items() if kind in kinds]
-            missing = [name for name in models if keys[label] not in outcome.flags[name]]
-            if missing:
-                raise ValueError(f"{label}: no reading of {', '.join(missing)} (every model runs every detector)")
-            table[label][column] = (sum(outcome.flags[name][keys[label]].flagged for name in models), len(models))
-    return table
-
-
-def race_table(outcome: RaceOutcome) -> str:
-    table = rates(outcome)
-    columns = list(next(iter(table.values())))
-    lines = ["| detector | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
-    for label, row in table.items():
-        cells = []
-        for hits, n in row.values():
-            cells.append(
-                f"{hits}/{n} [{exact_interval(hits, n)[0]:.2f}, {exact_interval(hits, n)[1]:.2f}]" if n else "-"
-            )
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    lines += ["", *(f"- [{'x' if c.passed else ' '}] {c.claim}: {c.detail}" for c in outcome.checks)]
-    return "\n".join(lines)
-
-
-def plot(outcome: RaceOutcome, path: Path) -> None:
-    """One group of bars per detector: the false-accusation rate, then the detection rate per kind, with
-    their exact 95% intervals."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    table = rates(outcome)
-    columns = list(next(iter(table.values())))
-    figure, axes = plt.subplots(figsize=(10, 4))
-    width = 0.8 / len(columns)
-    for c, column in enumerate(columns):
-        xs, ys, lows, highs = [], [], [], []
-        for d, row in enumerate(table.values()):
-            hits, n = row[column]
-            if not n:  # no model of this kind
-                continue
-            low, high = exact_interval(hits, n)
-            xs.append(d + (c - (len(columns) - 1) / 2) * width)
-            ys.append(hits / n)
-            lows.append(hits / n - low)
-            highs.append(high - hits / n)
-        axes.bar(xs, ys, width, yerr=[lows, highs], capsize=2, label=column.replace("_", " "))
-    axes.set_xticks(range(len(table)), list(table), rotation=0)
-    axes.set_ylim(0, 1.05)
-    axes.set_ylabel("share of models flagged (p < 0.05)")
-    axes.legend(fontsize=8, ncols=len(columns), loc="upper center", bbox_to_anchor=(0.5, -0.12))
-    figure.tight_layout()
-    with atomic_path(path) as tmp:
-        figure.savefig(tmp, format="png", dpi=120)
-    plt.close(figure)
 
 
 def _write(outcome: RaceOutcome, recipe: RaceRecipe, out: Path) -> None:

@@ -18,7 +18,6 @@ from lmms_contam.detectors.base import AskedItem
 from lmms_contam.detectors.masked_option import INSTRUCTION, hidden_option
 from lmms_contam.detectors.options import shown_masked
 from lmms_contam.imaging import BLANK_GREY
-from lmms_contam.lab.train import host_text
 from lmms_contam.synthetic.benchmark import VARIED, Example, example, scenes, test_scenes
 from lmms_contam.synthetic.scenes import Scene, render
 from lmms_contam.synthetic.varied import COLOURS, CORNERS, colour_of
@@ -32,6 +31,7 @@ KINDS = {
     "image_only": "the test images with captions naming the target's colour, no questions",
     "fixed_order": "image, question and answer letter with the options in one fixed order (alphabetical)",
 }
+CLEAN = "clean"  # the model every other is fine-tuned from
 CONTROL = "control"  # the first kind's fine-tuning on as many fresh items
 
 
@@ -98,6 +98,8 @@ def contamination(kind: str, count: int, seed: int) -> list[Example]:
 def vocabulary() -> list[str]:
     """The texts the race's models read and write, as lmms-eval sends them (before the chat template): what
     their tokenizer learns its merges from."""
+    from lmms_contam.lab.train import host_text  # torch: imported where a model is made, not with the table
+
     drawn = scenes("race-vocabulary", 3000, 0, of=VARIED)
     texts = [host_text(scene.question_text()) for _, scene in drawn]
     texts += [masked_example(item_id, scene).asked for item_id, scene in drawn[:1000]]

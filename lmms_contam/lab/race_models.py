@@ -17,9 +17,8 @@ import torch
 
 from lmms_contam.fingerprint import digest
 from lmms_contam.lab import race_data, tiny_vlm, train
+from lmms_contam.lab.race_data import CLEAN
 from lmms_contam.stats import stable_seed
-
-CLEAN = "clean"
 
 
 @dataclass(frozen=True)

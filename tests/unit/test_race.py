@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from scipy.stats import beta
 
-from lmms_contam.lab.race import PERTURBATION, Flag, RaceOutcome, detectors, exact_interval, race_table, rates
+from lmms_contam.lab.race_table import PERTURBATION, Flag, RaceOutcome, detectors, exact_interval, race_table, rates
 
 
 def _outcome(flagged: dict[str, set[str]]) -> RaceOutcome:
@@ -47,22 +47,7 @@ def test_a_model_without_a_detectors_reading_is_refused():
 def test_the_plot_is_written_whole(tmp_path):
     from PIL import Image
 
-    from lmms_contam.lab.race import plot
+    from lmms_contam.lab.race_table import plot
 
     plot(_outcome({"text_only": {"text_only-seed1"}}), tmp_path / "race.png")
     assert Image.open(tmp_path / "race.png").size[0] > 600 and list(tmp_path.iterdir()) == [tmp_path / "race.png"]
-
-
-def test_a_models_folder_names_the_settings_that_made_it(tmp_path):
-    from dataclasses import replace
-
-    from lmms_contam.lab.race_models import CLEAN, RaceModel, RaceRecipe, plan
-
-    recipe = RaceRecipe()
-    folders = {model: model.folder(tmp_path, recipe) for model in plan(recipe)}
-    assert len(set(folders.values())) == len(folders) == 1 + 3 * 5  # clean, then 4 kinds and a control per seed
-    longer = replace(recipe, finetune_epochs=recipe.finetune_epochs + 5)
-    assert RaceModel(CLEAN).folder(tmp_path, longer) == folders[RaceModel(CLEAN)]  # the clean model is kept
-    assert RaceModel("control", 1).folder(tmp_path, longer) != folders[RaceModel("control", 1)]
-    wider = replace(recipe, clean_steps=recipe.clean_steps + 1)
-    assert not {model.folder(tmp_path, wider) for model in folders} & set(folders.values())
