@@ -15,13 +15,12 @@ import re
 from collections.abc import Iterable
 
 import numpy as np
-from scipy import stats as scipy_stats
 
 from lmms_contam.detectors.base import AskedItem, Baseline, Detector, Order
 from lmms_contam.detectors.signals import DetectorSignal, gain_over_run, versions_by_item
 from lmms_contam.records import ContamRecord
 from lmms_contam.registry.specs import SPECS
-from lmms_contam.stats import stable_seed
+from lmms_contam.stats import above_chance_p, stable_seed
 
 MASKED_OPTION = "masked_option"
 INSTRUCTION = "\nOne option is hidden as [MASK]. Reply with the hidden option's text only."
@@ -69,7 +68,7 @@ def masked_signal(records: Iterable[ContamRecord], averages_strata: bool = True)
     chance = chance_by_construction({r.benchmark for r in kept})
     p_value = float("nan")
     if n and not np.isnan(chance):
-        p_value = float(scipy_stats.binomtest(right, n, chance, alternative="greater").pvalue)
+        p_value = above_chance_p([r.correct for r in kept], [chance] * n)
     return DetectorSignal(
         detector=MASKED_OPTION,
         n_items=n,

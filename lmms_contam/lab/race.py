@@ -15,8 +15,6 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from scipy import stats as scipy_stats
-
 from lmms_contam.atomic import atomic_path
 from lmms_contam.detectors.registry import DETECTORS
 from lmms_contam.hosts.readers import read_runs
@@ -27,6 +25,7 @@ from lmms_contam.lab.race_table import PERTURBATION, Flag, RaceOutcome, plot, ra
 from lmms_contam.report import analysis
 from lmms_contam.report.build import build as build_report
 from lmms_contam.report.inputs import Loaded
+from lmms_contam.stats import above_chance_p
 from lmms_contam.synthetic.benchmark import VARIED, build_test_set
 from lmms_contam.synthetic.varied import draw_varied_scene
 
@@ -85,7 +84,7 @@ def reads_the_options(loaded: Loaded, analysed: analysis.Analysed, clean: Path) 
     (shuffle,) = [d for d in entries_for_folder(analysed.detectors, clean) if d.detector == "option_shuffle"]
     significant = shuffle.signal.flagged(ALPHA)
     right = sum(versions["rotation0"] for versions in clear)
-    above = scipy_stats.binomtest(right, len(clear), 0.25, alternative="greater").pvalue
+    above = above_chance_p([versions["rotation0"] for versions in clear], [0.25] * len(clear))
     return [
         Check(
             "the clean model answers the clear items above chance (one-sided binomial p < 0.01)",

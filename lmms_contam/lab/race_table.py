@@ -7,11 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from scipy import stats as scipy_stats
-
 from lmms_contam.atomic import atomic_path
 from lmms_contam.detectors.registry import DETECTORS
 from lmms_contam.lab import race_data
+from lmms_contam.stats import clopper_pearson
 
 if TYPE_CHECKING:
     from lmms_contam.lab.experiment import Check
@@ -40,8 +39,8 @@ class RaceOutcome:
 
 def exact_interval(hits: int, n: int) -> tuple[float, float]:
     """Clopper-Pearson 95%."""
-    found = scipy_stats.binomtest(hits, n).proportion_ci(0.95, method="exact")
-    return float(found.low), float(found.high)
+    low, high = clopper_pearson(hits, n)
+    return float(low), float(high)
 
 
 def detectors() -> list[str]:
@@ -64,17 +63,19 @@ def rates(outcome: RaceOutcome) -> dict[str, dict[str, tuple[int, int]]]:
     return table
 
 
+def _cell(hits: int, n: int) -> str:
+    if not n:  # no model of this kind
+        return "-"
+    low, high = exact_interval(hits, n)
+    return f"{hits}/{n} [{low:.2f}, {high:.2f}]"
+
+
 def race_table(outcome: RaceOutcome) -> str:
     table = rates(outcome)
     columns = list(next(iter(table.values())))
     lines = ["| detector | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
     for label, row in table.items():
-        cells = []
-        for hits, n in row.values():
-            cells.append(
-                f"{hits}/{n} [{exact_interval(hits, n)[0]:.2f}, {exact_interval(hits, n)[1]:.2f}]" if n else "-"
-            )
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        lines.append(f"| {label} | " + " | ".join(_cell(hits, n) for hits, n in row.values()) + " |")
     lines += ["", *(f"- [{'x' if c.passed else ' '}] {c.claim}: {c.detail}" for c in outcome.checks)]
     return "\n".join(lines)
 
