@@ -79,17 +79,15 @@ def reads_the_options(loaded: Loaded, analysed: analysis.Analysed, clean: Path) 
     for record in circular.records:
         by_item.setdefault(record.original_id, {})[record.variant] = record.correct
     clear = [versions for item, versions in by_item.items() if not draw_varied_scene(item).confusion]
-    vanilla = sum(versions["rotation0"] for versions in clear) / len(clear)
-    every = sum(all(versions.values()) for versions in clear) / len(clear)
+    in_order = [versions["rotation0"] for versions in clear]
+    vanilla, every = sum(in_order) / len(clear), sum(all(versions.values()) for versions in clear) / len(clear)
+    above = above_chance_p(in_order, [0.25] * len(clear))
     (shuffle,) = [d for d in entries_for_folder(analysed.detectors, clean) if d.detector == "option_shuffle"]
-    significant = shuffle.signal.flagged(ALPHA)
-    right = sum(versions["rotation0"] for versions in clear)
-    above = above_chance_p([versions["rotation0"] for versions in clear], [0.25] * len(clear))
     return [
         Check(
             "the clean model answers the clear items above chance (one-sided binomial p < 0.01)",
             above < STRONG,
-            f"{right} of {len(clear)} right, p {above:.2g}",
+            f"{sum(in_order)} of {len(clear)} right, p {above:.2g}",
         ),
         Check(
             f"the clean model reads the options: CircularEval within {READS_OPTIONS:.0%} of vanilla on clear items",
@@ -98,7 +96,7 @@ def reads_the_options(loaded: Loaded, analysed: analysis.Analysed, clean: Path) 
         ),
         Check(
             "the clean model's option-shuffle drop is not significant",
-            not significant,
+            not shuffle.signal.flagged(ALPHA),
             f"{shuffle.signal.signal:+.3f}, p {shuffle.signal.p_value:.2g}",
         ),
     ]
