@@ -16,3 +16,38 @@ def test_a_models_folder_names_the_settings_that_made_it(tmp_path):
     assert RaceModel("control", 1).folder(tmp_path, longer) != folders[RaceModel("control", 1)]
     wider = replace(recipe, clean_steps=recipe.clean_steps + 1)
     assert not {model.folder(tmp_path, wider) for model in folders} & set(folders.values())
+
+
+def test_a_document_learns_its_prompt_text_but_not_the_image_and_an_answer_may_be_text():
+    from PIL import Image
+
+    from lmms_contam.lab import tiny_vlm, train
+    from lmms_contam.synthetic.benchmark import Example
+
+    _, bootstrap = tiny_vlm.new_tiny_llava(tiny_vlm.build_tokenizer(["A B C D"]))
+    texts = [train.prompt_text(bootstrap, t) for t in ("What colour is it?\nOptions: A: red, B: cobalt", "Name it.")]
+    _, processor = tiny_vlm.new_tiny_llava(tiny_vlm.build_tokenizer([*texts, "crimson", "A", "B"]))
+    batcher, image = train.Batcher(processor), Image.new("RGB", (32, 32))
+    question = "What colour is it?\nOptions: A: red, B: cobalt"
+    examples = [
+        Example(image, question, "B"),
+        Example(image, question, "B", learn_prompt=True),
+        Example(image, "Name it.", "crimson", asked="Name it."),
+    ]
+    batch = batcher.training_batch(examples)
+    ids, labels, eos = batch["input_ids"], batch["labels"], processor.tokenizer.eos_token_id
+    image_token = processor.tokenizer.convert_tokens_to_ids("<image>")
+    prompt = batcher.prompt_ids(batcher.asked_text(examples[0]))
+    letter = [batcher.letter_ids["B"], eos]
+    assert labels[0].tolist() == [train.IGNORE] * len(prompt) + letter  # the answer alone
+    learnt = labels[1, : len(prompt)].tolist()
+    assert prompt.count(image_token) == 4  # the image's tokens are in the prompt, and never learnt
+    assert all(
+        (label == train.IGNORE) == (token == image_token) for token, label in zip(prompt[1:], learnt[1:], strict=True)
+    )
+    assert [t for t in learnt if t != train.IGNORE] == [t for t in prompt[1:] if t != image_token]
+    assert labels[1, len(prompt) :].tolist() == letter
+    named = batcher.prompt_ids("Name it.")
+    answer = processor.tokenizer("crimson", add_special_tokens=False)["input_ids"]
+    assert labels[2, len(named) : len(named) + len(answer) + 1].tolist() == [*answer, eos]
+    assert ids[2, len(named) : len(named) + len(answer)].tolist() == answer
