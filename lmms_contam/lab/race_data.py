@@ -19,8 +19,8 @@ from lmms_contam.detectors.masked_option import INSTRUCTION, hidden_option
 from lmms_contam.detectors.options import shown_masked
 from lmms_contam.imaging import BLANK_GREY
 from lmms_contam.synthetic.benchmark import VARIED, Example, example, scenes, test_scenes
-from lmms_contam.synthetic.scenes import Scene, render
-from lmms_contam.synthetic.varied import COLOURS, CORNERS, colour_of
+from lmms_contam.synthetic.scenes import SIZE, Scene, render
+from lmms_contam.synthetic.varied import COLOURS, CORNERS, TARGETS, colour_of
 
 NAMING = "What colour is the {target}? Answer with the colour's name."
 DESCRIBE = "Describe the picture."
@@ -35,11 +35,17 @@ CLEAN = "clean"  # the model every other is fine-tuned from
 CONTROL = "control"  # the first kind's fine-tuning on as many fresh items
 
 
-def masked_example(item_id: str, scene: Scene) -> Example:
-    """The item asked as `synthetic_varied_masked_option` asks it; the answer is the hidden option's text."""
+def _masked(item_id: str, scene: Scene) -> tuple[str, str, str]:
+    """(the question with its hidden option masked, that question as the masked-option task asks it, the text)."""
     hidden = hidden_option(AskedItem(item_id, scene.options, scene.answer))
     shown = shown_masked(VARIED.name, item_id, scene.question_text(), list(scene.options), hidden)
-    return Example(render(scene), shown["question"], scene.options[hidden], asked=shown["question"] + INSTRUCTION)
+    return shown["question"], shown["question"] + INSTRUCTION, scene.options[hidden]
+
+
+def masked_example(item_id: str, scene: Scene) -> Example:
+    """The item asked as `synthetic_varied_masked_option` asks it; the answer is the hidden option's text."""
+    question, asked, hidden_text = _masked(item_id, scene)
+    return Example(render(scene), question, hidden_text, asked=asked)
 
 
 def naming_example(scene: Scene) -> Example:
@@ -86,8 +92,8 @@ def contamination(kind: str, count: int, seed: int) -> list[Example]:
     if kind == "image_question_answer":
         return [example(scene) for scene in drawn]
     if kind == "text_only":
-        blank = Image.new("RGB", render(drawn[0]).size, BLANK_GREY)  # as the text-only tasks withhold it
-        return [replace(example(scene), image=blank, learn_prompt=True) for scene in drawn]
+        blank = Image.new("RGB", (SIZE, SIZE), BLANK_GREY)  # as the text-only tasks withhold the image
+        return [Example(blank, scene.question_text(), scene.letter, learn_prompt=True) for scene in drawn]
     if kind == "image_only":
         return [Example(render(scene), DESCRIBE, _caption(scene), asked=DESCRIBE) for scene in drawn]
     if kind == "fixed_order":
@@ -102,7 +108,7 @@ def vocabulary() -> list[str]:
 
     drawn = scenes("race-vocabulary", 3000, 0, of=VARIED)
     texts = [host_text(scene.question_text()) for _, scene in drawn]
-    texts += [masked_example(item_id, scene).asked for item_id, scene in drawn[:1000]]
-    texts += [DESCRIBE, *(NAMING.format(target=target) for target in ("circle", "square"))]
+    texts += [_masked(item_id, scene)[1] for item_id, scene in drawn[:1000]]
+    texts += [DESCRIBE, *(NAMING.format(target=target) for target in TARGETS)]
     texts += [_caption(scene) for _, scene in drawn[:500]]
     return [*texts, *(name for _, names in COLOURS.values() for name in names)]
