@@ -114,16 +114,21 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
 
 def _add_report(commands: argparse._SubParsersAction) -> None:
+    from lmms_contam.hosts.registry import HOSTS
+
+    hosts = ", ".join(host.name for host in HOSTS.values())
     report = commands.add_parser(
         "report",
-        help="contamination verdicts from lmms-eval output folders (Markdown, JSON, HTML)",
-        description="Read lmms-eval outputs of the plugin's tasks (run with --log_samples): *_contam, or "
-        "*_original and *_perturbed from separate runs, for any number of models. For each model and "
+        help=f"contamination verdicts from the runs of the plugin's tasks ({hosts}): Markdown, JSON, HTML",
+        description=f"Read the runs of the plugin's tasks by every registered host ({hosts}; lmms-eval's with "
+        "--log_samples): *_contam, or *_original and *_perturbed from separate runs, for any number of models, "
+        "several hosts' folders in one call. Every record is joined to the set by content and every host's figure "
+        "recomputed. For each model and "
         "benchmark: accuracies, delta with a 95% CI (stratified, pairs kept together), exact McNemar test with Holm's "
         "correction across benchmarks, and a verdict: contaminated (delta < 0, significant), "
         "inconclusive (delta < 0, not significant) or no evidence (delta >= 0).",
     )
-    report.add_argument("paths", nargs="*", help="lmms-eval --output_path folders, or results/samples files")
+    report.add_argument("paths", nargs="*", help="; ".join(host.outputs for host in HOSTS.values()))
     report.add_argument("--scans", help="an `lmms-contam scan` output folder: adds the image-only and image-text rates")
     report.add_argument("--html", help="write a self-contained HTML page with plots and flagged image pairs")
     report.add_argument("--markdown", help="write the Markdown tables here (default: print them)")

@@ -6,10 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from lmms_contam.hosts.base import Host
+from lmms_contam.hosts.inspect_ai.host import HOST as INSPECT_AI
 from lmms_contam.hosts.lmms_eval.host import HOST as LMMS_EVAL
 from lmms_contam.hosts.vlmevalkit.host import HOST as VLMEVALKIT
 
-HOSTS: dict[str, Host] = {host.key: host for host in (LMMS_EVAL, VLMEVALKIT)}
+HOSTS: dict[str, Host] = {host.key: host for host in (LMMS_EVAL, VLMEVALKIT, INSPECT_AI)}
 
 
 def add_host(host: Host) -> None:

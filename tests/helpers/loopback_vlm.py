@@ -166,3 +166,18 @@ class ScriptedVLM:
         shown = self.find(prompt, image)
         self.asked[(body["model"], shown.view)] += 1
         return 200, completion(self.policies[body["model"]](shown)), 0.0
+
+
+def shown_in_versions(benchmark: str, family: str, rows: list[dict]) -> list[Shown]:
+    """Every version a task of `family` asks of the set's rows (the plugin's own versions, as a host without an
+    export file of its own shows them: inspect-ai's tasks)."""
+    from lmms_contam.versions import NO_IMAGE, item_versions
+
+    shown = []
+    for row in rows:
+        for version in item_versions(benchmark, family, row):
+            options = tuple(row["options"][i] for i in version.order) if version.order else tuple(row["options"])
+            data = None if version.image is NO_IMAGE else row[version.image]["bytes"]
+            shown.append(Shown(row["item_id"], version.variant, options, version.gold, row["original_answer"],
+                               None if data is None else thumbnail(data), view_of(options, data)))  # fmt: skip
+    return shown
