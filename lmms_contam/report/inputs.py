@@ -6,10 +6,11 @@ harness writes, and says which host ran them and how their answers were matched;
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from lmms_contam.detectors.registry import DETECTORS
-from lmms_contam.records import ContamRecord
+from lmms_contam.records import CONTAM, VARIANTS, ContamRecord
 
 
 class ReportInputError(ValueError):
@@ -57,6 +58,18 @@ class ModelBenchmark:
                 "report each set's runs apart"
             )
         return found.pop() if found else None
+
+    def add_run(self, items: Iterable[ScoredItem], family: str, source: str) -> None:
+        """A run's records: both versions (a paired run) or the one version its family names, each item's
+        version once."""
+        for item in items:
+            if item.variant not in VARIANTS or (family != CONTAM and item.variant != family):
+                raise ReportInputError(f"{source}: a {item.variant} record in a {family} run")
+            if item.variant in self.items[item.item_id]:
+                raise ReportInputError(f"{source}: repeats item {item.item_id} ({item.variant})")
+            self.items[item.item_id][item.variant] = item
+        for variant in VARIANTS if family == CONTAM else (family,):
+            self.sources[variant] = source
 
     def check_pairs(self) -> None:
         """Both versions of every item, or a refusal naming the files and items that lack one."""

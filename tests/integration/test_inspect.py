@@ -4,12 +4,11 @@ its multiple-choice solver against a loopback OpenAI-compatible VLM, and the rep
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import datasets
 import pytest
+from helpers.inspect_cli import inspect_eval
 from helpers.loopback import LoopbackServer
 from helpers.loopback_vlm import POLICIES, ScriptedVLM, seeded_letter, shown_in_versions
 
@@ -23,19 +22,6 @@ TEMPLATE = (
     "Answer the following multiple choice question. The entire content of your response should be of the following "
     "format: 'ANSWER: $LETTER' (without quotes) where LETTER is one of A,B,C,D.\n\n{question}\n\n{choices}"
 )
-
-
-def inspect_eval(work: Path, base_url: str, tasks: list[str], models: tuple[str, ...], *extra: str) -> Path:
-    """inspect's own command line, as its docs run it, on the loopback server; returns the log folder."""
-    logs = work / "logs"
-    command = ["inspect", "eval", *tasks, "--model", ",".join(f"openai-api/stub/{m}" for m in models),
-               "--log-dir", str(logs), "--display", "plain", "--no-log-images", "--max-retries", "0",
-               "--timeout", "60", "--max-connections", "4", "--ctl-server", "false", *extra]  # fmt: skip
-    env = {**os.environ, "STUB_API_KEY": "not-a-secret", "STUB_BASE_URL": base_url,
-           "XDG_DATA_HOME": str(work / "data"), "XDG_CACHE_HOME": str(work / "cache")}  # fmt: skip
-    done = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return logs
 
 
 def answered(policy):

@@ -16,8 +16,9 @@ import datasets
 import pandas as pd
 import pytest
 from helpers.harness import run_lmms_eval
+from helpers.inspect_cli import inspect_eval
 from helpers.loopback import LoopbackServer
-from helpers.loopback_vlm import ScriptedVLM, Shown, shown_in_export, thumbnail, view_of
+from helpers.loopback_vlm import ScriptedVLM, Shown, shown_in_export, shown_in_versions, thumbnail, view_of
 from loguru import logger
 
 from lmms_contam import stats
@@ -286,13 +287,14 @@ def test_the_report_refuses_versions_matched_by_different_judges(exported, mmsta
     assert code == 2 and "the versions were scored by different judges" in err, err
 
 
-def test_the_same_replies_get_the_same_verdict_from_both_hosts(exported, fixture_sets, mmstar_rows, tmp_path,
+def test_the_same_replies_get_the_same_verdict_from_every_host(exported, fixture_sets, mmstar_rows, tmp_path,
                                                               monkeypatch, capsys):  # fmt: skip
     """One scripted model, its reply to every version a function of what it sees, in each of 14 real formats (a
     bare letter, "(C)", "Answer: D", "**A**", the option's text, prose, nothing), asked by lmms-eval's OpenAI
     loader on `mmstar_contam` and by VLMEvalKit on the export of the same set: each version is judged the same,
     but for one explained difference of answer matching: a reply that is an option's text alone is matched to
-    that option by VLMEvalKit's rules and read as no letter (wrong) by lmms-eval's MMStar scoring."""
+    that option by VLMEvalKit's rules and read as no letter (wrong) by lmms-eval's MMStar scoring. inspect-ai,
+    asked the same by its own `inspect eval`, differs by its answer format alone (right only as "Answer: X")."""
     monkeypatch.setenv("LMMS_CONTAM_DATASET_MMSTAR", str(fixture_sets["mmstar"]))
     original = {row["item_id"]: row["original_answer"] for row in mmstar_rows}
     model = ScriptedVLM(shown_in_export(read_tsv(exported / "MMStar_contam.tsv"), original))
@@ -315,11 +317,26 @@ def test_the_same_replies_get_the_same_verdict_from_both_hosts(exported, fixture
     assert {key for key in ours if ours[key] != theirs[key]} == text_of_gold
     assert all(theirs[key] == 1 and ours[key] == 0 for key in text_of_gold)
     assert sum(model.asked.values()) == 48  # each host asked every version once
-    both = (tmp_path / "lmms-eval", tmp_path / "vlmeval")
-    code, _, err = run_cli(capsys, "report", *both, "--json", tmp_path / "r.json")
-    assert code == 0, err  # both hosts' folders in one report, side by side
+    # inspect-ai, the third host, on the same replies: its scorer reads a letter only in the form "ANSWER: X", so a
+    # version is right there exactly where the reply is "Answer: <gold>", which lmms-eval reads as right too.
+    inspect_model = ScriptedVLM(shown_in_versions("mmstar", "contam", mmstar_rows))
+    with LoopbackServer(inspect_model) as server:
+        logs = inspect_eval(tmp_path / "inspect", server.base_url, ["lmms_contam/mmstar_contam"], ("messy",))
+    from lmms_contam.hosts.inspect_ai.reader import read_run
+
+    (run_log,) = logs.glob("*.eval")
+    inspected = {(item.item_id, item.variant): item.correct for item in read_run(run_log).items}
+    messy = {(s.item_id, s.variant): inspect_model.policies["messy"](s) for s in inspect_model.shown}
+    assert messy == replies  # the same reply to each version as the other hosts got
+    in_answer_form = {key for key, s in shown.items() if messy[key] == f"Answer: {s.gold}"}
+    assert in_answer_form and {key for key in inspected if inspected[key]} == in_answer_form
+    assert all(ours[key] == 1 for key in in_answer_form)  # lmms-eval reads those alike
+    hosts = (tmp_path / "lmms-eval", tmp_path / "vlmeval", logs)
+    code, _, err = run_cli(capsys, "report", *hosts, "--json", tmp_path / "r.json")
+    assert code == 0, err  # the three hosts' folders in one report, side by side
     results = json.loads((tmp_path / "r.json").read_text())["results"]
-    assert sorted(r["host"] for r in results) == ["VLMEvalKit", "lmms-eval"]
+    assert sorted(r["host"] for r in results) == ["VLMEvalKit", "inspect-ai", "lmms-eval"]
+    results = [r for r in results if r["host"] != "inspect-ai"]
     # Fourth probe: an lmms-eval run named as the VLMEvalKit run's model was merged into its row, one verdict lost.
     clash = shutil.copytree(tmp_path / "lmms-eval", tmp_path / "clash")
     (results_file,) = clash.rglob("*_results.json")

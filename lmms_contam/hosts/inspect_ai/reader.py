@@ -19,7 +19,7 @@ from lmms_contam.hosts.inspect_ai import NAME, PACKAGE
 from lmms_contam.hosts.inspect_ai.log_files import log_files
 from lmms_contam.hosts.inspect_ai.samples import RECORD
 from lmms_contam.hosts.inspect_ai.tasks import TASK_METADATA
-from lmms_contam.records import CONTAM, ORIGINAL, PERTURBED, VARIANTS
+from lmms_contam.records import CONTAM, ORIGINAL, PERTURBED
 from lmms_contam.report.inputs import DetectorRun, Loaded, ModelBenchmark, ReportInputError, ScoredItem, same_text
 
 SCORER = "choice"
@@ -171,14 +171,7 @@ def _perturbation_entry(runs: list[Run]) -> ModelBenchmark:
         first.model, first.benchmark, host=NAME, matching=MATCHING, notes=_notes(runs), averages_strata=False
     )
     for run in runs:
-        for item in run.items:
-            if item.variant not in VARIANTS or (run.family != CONTAM and item.variant != run.family):
-                raise ReportInputError(f"{run.path}: a {item.variant} sample in a {run.family} task")
-            if item.variant in entry.items[item.item_id]:
-                raise ReportInputError(f"{run.path}: repeats item {item.item_id} ({item.variant})")
-            entry.items[item.item_id][item.variant] = item
-        for variant in VARIANTS if run.family == CONTAM else (run.family,):
-            entry.sources[variant] = str(run.path)
+        entry.add_run(run.items, run.family, str(run.path))
     if len(runs) == 2:
         _same_items(*sorted(runs, key=lambda r: r.family != ORIGINAL))
     entry.check_pairs()

@@ -29,7 +29,7 @@ from lmms_contam.hosts.vlmevalkit.result_files import (
     result_files,
 )
 from lmms_contam.hosts.vlmevalkit.row_content import OPTION_COLUMN, cell_text
-from lmms_contam.records import CONTAM, ORIGINAL, PERTURBED, VARIANTS
+from lmms_contam.records import CONTAM, ORIGINAL, PERTURBED
 from lmms_contam.report.inputs import (
     DetectorRun,
     Loaded,
@@ -144,14 +144,7 @@ def _perturbation_entry(results: list[ResultFile]) -> ModelBenchmark:
             originals = (result, rows)
         else:
             asked |= rows
-        for item in _items(result):
-            if item.variant not in VARIANTS or (result.family != CONTAM and item.variant != result.family):
-                raise ReportInputError(f"{result.path}: a {item.variant} row in the {result.family} export")
-            if item.variant in entry.items[item.item_id]:
-                raise ReportInputError(f"{result.path}: repeats item {item.item_id} ({item.variant})")
-            entry.items[item.item_id][item.variant] = item
-        for variant in VARIANTS if result.family == CONTAM else (result.family,):
-            entry.sources[variant] = str(result.path)
+        entry.add_run(_items(result), result.family, str(result.path))
     if originals is not None:
         _check_same_items(entry, *originals, asked)
     entry.check_pairs()
