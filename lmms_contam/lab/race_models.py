@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
+from transformers import PreTrainedTokenizerFast
 
 from lmms_contam.fingerprint import digest
 from lmms_contam.lab import race_data, tiny_vlm, train
@@ -28,6 +29,10 @@ class RaceRecipe:
     test_items: int = 300
     seeds: tuple[int, ...] = (0, 1, 2)
     size: tiny_vlm.TinyLlavaSize = field(default_factory=lambda: tiny_vlm.TinyLlavaSize(text_hidden=256, text_layers=6))
+    # Where token merges stop (lmms-eval's MMStar layout: "Options: A: red, B: cobalt, ..."): each option, its letter
+    # and its text, is one token of its own. With the demo's merges across options (", C: pink, D: " one token,
+    # the last option fused with the post-prompt) the model never learnt to read the options.
+    token_breaks: str | None = r", |\n|\?|Options: "
     clean_steps: int = 4800
     clean_lr: float = 5e-4
     clean_batch: int = 64
@@ -38,7 +43,7 @@ class RaceRecipe:
     def made_with(self, kind: str) -> str:
         """A digest of the settings that make a model of `kind` (the clean model's are part of every copy's)."""
         recipe = asdict(self)
-        clean = {key: recipe[key] for key in ("size", "clean_steps", "clean_lr", "clean_batch")}
+        clean = {key: recipe[key] for key in ("size", "token_breaks", "clean_steps", "clean_lr", "clean_batch")}
         if kind == CLEAN:
             return digest(clean)[:10]
         tuned = {key: value for key, value in recipe.items() if key.startswith("finetune_") or key == "test_items"}
@@ -68,12 +73,16 @@ def train_clean(recipe: RaceRecipe, root: Path) -> Path:
     folder = RaceModel(CLEAN).folder(root, recipe)
     if folder.exists():
         return folder
-    tokenizer = tiny_vlm.build_tokenizer(_templated(race_data.vocabulary()))
-    vlm, processor = tiny_vlm.new_tiny_llava(tokenizer, recipe.size, seed=0)
+    vlm, processor = tiny_vlm.new_tiny_llava(race_tokenizer(recipe), recipe.size, seed=0)
     batches = race_data.clean_batches(0, recipe.clean_batch)
     schedule = train.Schedule(lr=recipe.clean_lr)
     train.fit(vlm, train.Batcher(processor), batches, recipe.clean_steps, schedule, desc="race: clean model")
     return tiny_vlm.save_tiny_vlm(vlm, processor, folder)
+
+
+def race_tokenizer(recipe: RaceRecipe) -> PreTrainedTokenizerFast:
+    """Trained on the race's texts as the model reads them, with the recipe's breaks."""
+    return tiny_vlm.build_tokenizer(_templated(race_data.vocabulary()), isolate=recipe.token_breaks)
 
 
 def _templated(texts: list[str]) -> list[str]:

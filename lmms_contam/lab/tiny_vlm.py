@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import (
     CLIPImageProcessor,
     CLIPVisionConfig,
@@ -48,14 +48,22 @@ class TinyLlavaSize:
     max_positions: int = 512
 
 
-def build_tokenizer(corpus: Iterable[str], vocab_size: int = 1000) -> PreTrainedTokenizerFast:
+def build_tokenizer(
+    corpus: Iterable[str], vocab_size: int = 1000, isolate: str | None = None
+) -> PreTrainedTokenizerFast:
     """A byte-level BPE trained on the texts the model will read; every byte stays encodable.
 
     Merges may cross spaces, so a recurring phrase becomes one token: prompts shrink from about 50
-    tokens to about 15, which makes training and evaluation on the CPU three times faster.
+    tokens to about 15, which makes training and evaluation on the CPU three times faster. Text matching
+    the regex `isolate` is a piece of its own that no merge crosses: the race's model reads each option
+    as one token, "A: red", where merges across options made ", C: pink, D: " one token.
     """
     bpe = Tokenizer(models.BPE(unk_token="<unk>"))
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    bytes_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    if isolate is None:
+        bpe.pre_tokenizer = bytes_level
+    else:
+        bpe.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(isolate), "isolated"), bytes_level])
     bpe.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,

@@ -14,8 +14,28 @@ def test_a_models_folder_names_the_settings_that_made_it(tmp_path):
     longer = replace(recipe, finetune_epochs=recipe.finetune_epochs + 5)
     assert RaceModel(CLEAN).folder(tmp_path, longer) == folders[RaceModel(CLEAN)]  # the clean model is kept
     assert RaceModel("control", 1).folder(tmp_path, longer) != folders[RaceModel("control", 1)]
-    wider = replace(recipe, clean_steps=recipe.clean_steps + 1)
-    assert not {model.folder(tmp_path, wider) for model in folders} & set(folders.values())
+    for changed in (replace(recipe, clean_steps=recipe.clean_steps + 1), replace(recipe, token_breaks="[,]")):
+        assert not {model.folder(tmp_path, changed) for model in folders} & set(folders.values())
+
+
+def test_the_race_tokenizer_reads_each_option_as_one_token_of_its_own():
+    """Read as the clean model reads them, the options of varied items are one token each, its letter and its text
+    ("A: red"), whatever the order; the demo's merges fuse neighbouring options and the post-prompt instead."""
+    from lmms_contam.lab import tiny_vlm, train
+    from lmms_contam.lab.race_models import race_tokenizer
+    from lmms_contam.synthetic.benchmark import VARIED, example, test_scenes
+
+    race, demo = race_tokenizer(RaceRecipe()), race_tokenizer(RaceRecipe(token_breaks=None))
+    _, processor = tiny_vlm.new_tiny_llava(race)
+    fused = 0
+    for _, scene in test_scenes(60, of=VARIED):
+        text = train.prompt_text(processor, train.host_text(example(scene).question))
+        tokens = [race.decode([i]) for i in race(text)["input_ids"]]
+        options = [f"{letter}: {name}" for letter, name in zip("ABCD", scene.options, strict=True)]
+        at = tokens.index("Options: ")
+        assert tokens[at + 1 : at + 8] == [options[0], ", ", options[1], ", ", options[2], ", ", options[3]], tokens
+        fused += not set(options) <= {demo.decode([i]) for i in demo(text)["input_ids"]}
+    assert fused == 60  # the check can fail: the demo's tokenizer reads no item's options so
 
 
 def test_a_document_learns_its_prompt_text_but_not_the_image_and_an_answer_may_be_text():
