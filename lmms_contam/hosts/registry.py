@@ -9,15 +9,15 @@ from lmms_contam.hosts.base import Host
 from lmms_contam.hosts.inspect_ai.host import HOST as INSPECT_AI
 from lmms_contam.hosts.lmms_eval.host import HOST as LMMS_EVAL
 from lmms_contam.hosts.vlmevalkit.host import HOST as VLMEVALKIT
+from lmms_contam.listing import add_once
 
 HOSTS: dict[str, Host] = {host.key: host for host in (LMMS_EVAL, VLMEVALKIT, INSPECT_AI)}
 
 
 def add_host(host: Host) -> None:
     """Make the report read `host`'s runs (a host of another package, or a test's)."""
-    if host.key in HOSTS and HOSTS[host.key] is not host:
-        raise ValueError(f"a host named {host.key!r} is already listed: {HOSTS[host.key].name}")
-    HOSTS[host.key] = host
+    listed = HOSTS[host.key].name if host.key in HOSTS else ""
+    add_once(HOSTS, host.key, host, f"a host named {host.key!r} is already listed: {listed}")
 
 
 def host_named(key: str) -> Host:

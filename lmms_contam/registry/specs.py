@@ -7,6 +7,7 @@ harness runs a benchmark is that host's binding (hosts/lmms_eval/bindings.py, ho
 
 from __future__ import annotations
 
+from lmms_contam.listing import add_once
 from lmms_contam.registry.base import BenchmarkSpec
 from lmms_contam.registry.benchmarks import MODULES
 
@@ -15,9 +16,8 @@ SPECS: dict[str, BenchmarkSpec] = {module.SPEC.name: module.SPEC for module in M
 
 def add_benchmark(benchmark: BenchmarkSpec) -> None:
     """Make every part of the project know `benchmark` (one of another package, or a test's)."""
-    if benchmark.name in SPECS and SPECS[benchmark.name] is not benchmark:
-        raise ValueError(f"a benchmark named {benchmark.name!r} is already listed: {SPECS[benchmark.name].label}")
-    SPECS[benchmark.name] = benchmark
+    listed = SPECS[benchmark.name].label if benchmark.name in SPECS else ""
+    add_once(SPECS, benchmark.name, benchmark, f"a benchmark named {benchmark.name!r} is already listed: {listed}")
 
 
 def spec(name: str) -> BenchmarkSpec:

@@ -117,6 +117,12 @@ def test_a_hub_row_is_an_item_by_its_spec_and_the_registry_lists_the_toy(parsed)
         specs.add_benchmark(replace(toy.SPEC, label="Another"))
     with pytest.raises(ValueError, match="already has an lmms-eval binding"):
         lmms_eval_bindings.add_binding(TOY, lmms_eval_bindings.BINDINGS["mmstar"])
+    with pytest.raises(ValueError, match="already has a VLMEvalKit binding or refusal"):
+        vlmevalkit_bindings.add_binding(TOY, vlmevalkit_bindings.BINDINGS["mmstar"])
+    with pytest.raises(ValueError, match="already has a VLMEvalKit binding or refusal"):
+        vlmevalkit_bindings.add_binding("mme", vlmevalkit_bindings.BINDINGS["mmstar"])  # refused, not bound
+    specs.add_benchmark(toy.SPEC)  # the same entry again is one
+    assert specs.SPECS[TOY] is toy.SPEC
 
 
 def test_a_perturbed_set_of_the_toy_is_validated_and_resolved_like_any(toy_set, tmp_path):

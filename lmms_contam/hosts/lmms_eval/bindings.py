@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from lmms_contam.hosts.lmms_eval.benchmarks import MODULES
 from lmms_contam.hosts.lmms_eval.builtin import BuiltinTask, LmmsEvalBinding
+from lmms_contam.listing import add_once
 from lmms_contam.registry.base import benchmark_of
 from lmms_contam.registry.specs import spec
 
@@ -14,9 +15,7 @@ BINDINGS: dict[str, LmmsEvalBinding] = {benchmark_of(module): module.BINDING for
 def add_binding(benchmark: str, bound: LmmsEvalBinding) -> None:
     """Give lmms-eval tasks to `benchmark`, a benchmark of the registry (of another package, or a test's)."""
     spec(benchmark)
-    if benchmark in BINDINGS and BINDINGS[benchmark] is not bound:
-        raise ValueError(f"{benchmark!r} already has an lmms-eval binding")
-    BINDINGS[benchmark] = bound
+    add_once(BINDINGS, benchmark, bound, f"{benchmark!r} already has an lmms-eval binding")
 
 
 def binding(benchmark: str) -> LmmsEvalBinding:

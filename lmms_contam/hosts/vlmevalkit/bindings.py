@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from lmms_contam.hosts.vlmevalkit.benchmarks import MODULES
 from lmms_contam.hosts.vlmevalkit.custom_dataset import VLMEvalKitBinding
+from lmms_contam.listing import add_once
 from lmms_contam.records import CONTAM
 from lmms_contam.registry.base import benchmark_of
 from lmms_contam.registry.specs import perturbable, spec
@@ -29,9 +30,10 @@ class NotExportable(ValueError):
 def add_binding(benchmark: str, bound: VLMEvalKitBinding) -> None:
     """Export `benchmark`, a benchmark of the registry (of another package, or a test's), to VLMEvalKit."""
     spec(benchmark)
-    if benchmark in REFUSED or (benchmark in BINDINGS and BINDINGS[benchmark] is not bound):
-        raise ValueError(f"{benchmark!r} already has a VLMEvalKit binding or refusal")
-    BINDINGS[benchmark] = bound
+    clash = f"{benchmark!r} already has a VLMEvalKit binding or refusal"
+    if benchmark in REFUSED:
+        raise ValueError(clash)
+    add_once(BINDINGS, benchmark, bound, clash)
 
 
 def binding(benchmark: str) -> VLMEvalKitBinding:
