@@ -122,8 +122,8 @@ def _add_report(commands: argparse._SubParsersAction) -> None:
         help=f"contamination verdicts from the runs of the plugin's tasks ({hosts}): Markdown, JSON, HTML",
         description=f"Read the runs of the plugin's tasks by every registered host ({hosts}; lmms-eval's with "
         "--log_samples): *_contam, or *_original and *_perturbed from separate runs, for any number of models, "
-        "several hosts' folders in one call. Every record is joined to the set by content and every host's figure "
-        "recomputed. For each model and "
+        "several hosts' folders in one call. Every record is joined to the set by content; every figure a host "
+        "states is recomputed from its records, or named as unchecked. For each model and "
         "benchmark: accuracies, delta with a 95% CI (stratified, pairs kept together), exact McNemar test with Holm's "
         "correction across benchmarks, and a verdict: contaminated (delta < 0, significant), "
         "inconclusive (delta < 0, not significant) or no evidence (delta >= 0).",

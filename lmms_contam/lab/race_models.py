@@ -82,7 +82,7 @@ def train_clean(recipe: RaceRecipe, root: Path) -> Path:
 
 def race_tokenizer(recipe: RaceRecipe) -> PreTrainedTokenizerFast:
     """Trained on the race's texts as the model reads them, with the recipe's breaks."""
-    return tiny_vlm.build_tokenizer(_templated(race_data.vocabulary()), isolate=recipe.token_breaks)
+    return tiny_vlm.build_tokenizer(_templated(race_data.vocabulary()), breaks=recipe.token_breaks)
 
 
 def _templated(texts: list[str]) -> list[str]:

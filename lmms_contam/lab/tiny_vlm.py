@@ -49,21 +49,21 @@ class TinyLlavaSize:
 
 
 def build_tokenizer(
-    corpus: Iterable[str], vocab_size: int = 1000, isolate: str | None = None
+    corpus: Iterable[str], vocab_size: int = 1000, breaks: str | None = None
 ) -> PreTrainedTokenizerFast:
     """A byte-level BPE trained on the texts the model will read; every byte stays encodable.
 
     Merges may cross spaces, so a recurring phrase becomes one token: prompts shrink from about 50
     tokens to about 15, which makes training and evaluation on the CPU three times faster. Text matching
-    the regex `isolate` is a piece of its own that no merge crosses: the race's model reads each option
+    the regex `breaks` is a piece of its own that no merge crosses: the race's model reads each option
     as one token, "A: red", where merges across options made ", C: pink, D: " one token.
     """
     bpe = Tokenizer(models.BPE(unk_token="<unk>"))
     bytes_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    if isolate is None:
+    if breaks is None:
         bpe.pre_tokenizer = bytes_level
     else:
-        bpe.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(isolate), "isolated"), bytes_level])
+        bpe.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(breaks), "isolated"), bytes_level])
     bpe.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,

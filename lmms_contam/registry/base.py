@@ -81,6 +81,11 @@ class BenchmarkSpec:
     # exactly (the masked-option detector's reference by construction); None where no construction bounds it.
     masked_option_chance: float | None = None
 
+    def stratum(self, row: dict) -> str:
+        """A set row's stratum, as every host's record carries it: its l2_category where accuracy is averaged over
+        them, else none."""
+        return row["l2_category"] if self.stratified else ""
+
     @property
     def scannable(self) -> bool:
         return self.source is not None and self.parser is not None

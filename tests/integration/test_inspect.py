@@ -187,3 +187,26 @@ def test_two_logs_of_one_task_and_model_are_refused(json_logs, tmp_path, capsys,
         (tmp_path / copy / json_logs["whole"].name).write_bytes(json_logs["whole"].read_bytes())
     code, _, err = run_cli(capsys, "report", tmp_path)
     assert code != 0 and "2 logs of mmstar_contam" in err, err
+
+
+@pytest.mark.parametrize(
+    ("reply", "read"),
+    [
+        ("ANSWER: B", {"B"}),
+        ("answer: b", {"B"}),
+        ("Answer: (B)", {"B"}),
+        ("**ANSWER: B**", {"B"}),
+        ("Final answer: B", {"B"}),
+        ("ANSWER: A\nANSWER: C", {"C"}),
+        ("B", set()),
+        ("(B)", set()),
+        ("The answer is B", set()),
+        ("a cat", set()),
+        ("ANSWER: E", set()),
+    ],
+)
+def test_the_reader_reads_replies_as_inspects_parser_does(reply, read):
+    """What docs/inspect.md says a reply must look like: inspect's own parser, as the report runs it again."""
+    from lmms_contam.hosts.inspect_ai.reader import letters_read
+
+    assert letters_read(reply, 4) == read

@@ -287,70 +287,93 @@ def test_the_report_refuses_versions_matched_by_different_judges(exported, mmsta
     assert code == 2 and "the versions were scored by different judges" in err, err
 
 
-def test_the_same_replies_get_the_same_verdict_from_every_host(exported, fixture_sets, mmstar_rows, tmp_path,
-                                                              monkeypatch, capsys):  # fmt: skip
+@pytest.fixture(scope="module")
+def messy_runs(exported, fixture_sets, mmstar_rows, tmp_path_factory) -> dict:
     """One scripted model, its reply to every version a function of what it sees, in each of 14 real formats (a
     bare letter, "(C)", "Answer: D", "**A**", the option's text, prose, nothing), asked by lmms-eval's OpenAI
-    loader on `mmstar_contam` and by VLMEvalKit on the export of the same set: each version is judged the same,
-    but for one explained difference of answer matching: a reply that is an option's text alone is matched to
-    that option by VLMEvalKit's rules and read as no letter (wrong) by lmms-eval's MMStar scoring. inspect-ai,
-    asked the same by its own `inspect eval`, differs by its answer format alone (right only as "Answer: X")."""
-    monkeypatch.setenv("LMMS_CONTAM_DATASET_MMSTAR", str(fixture_sets["mmstar"]))
+    loader on `mmstar_contam` and by VLMEvalKit on the export of the same set; per host, each version's
+    correctness, and the reply it got."""
+    folder = tmp_path_factory.mktemp("messy")
     original = {row["item_id"]: row["original_answer"] for row in mmstar_rows}
     model = ScriptedVLM(shown_in_export(read_tsv(exported / "MMStar_contam.tsv"), original))
     loader = "model_version=messy,base_url={},api_key=none,max_retries=1"
-    with LoopbackServer(model) as server:
+    with pytest.MonkeyPatch.context() as monkeypatch, LoopbackServer(model) as server:
+        monkeypatch.setenv("LMMS_CONTAM_DATASET_MMSTAR", str(fixture_sets["mmstar"]))
         run = run_lmms_eval(["--model", "openai", "--model_args", loader.format(server.base_url), "--tasks",
-                             "mmstar_contam"], tmp_path / "lmms-eval")  # fmt: skip
-        vlmeval(exported, tmp_path / "vlmeval", server.base_url, ("MMStar_contam",), ("messy",))
-    ours = {(s["contam_ids"]["item_id"], s["contam_ids"]["variant"]): s["contam_ids"]["correct"]
-            for s in run.samples["mmstar_contam"]}  # fmt: skip
-    (result,) = (tmp_path / "vlmeval").rglob("messy_MMStar_contam_exact_matching_result.xlsx")
-    rows = pd.read_excel(result).to_dict("records")
-    theirs = {(r["contam_item_id"], r["contam_variant"]): int(r["hit"]) for r in rows}
-    replies = {(s.item_id, s.variant): model.policies["messy"](s) for s in model.shown}
+                             "mmstar_contam"], folder / "lmms-eval")  # fmt: skip
+        vlmeval(exported, folder / "vlmeval", server.base_url, ("MMStar_contam",), ("messy",))
+    (result,) = (folder / "vlmeval").rglob("messy_MMStar_contam_exact_matching_result.xlsx")
+    return {
+        "folder": folder,
+        "model": model,
+        "lmms-eval": {
+            (s["contam_ids"]["item_id"], s["contam_ids"]["variant"]): s["contam_ids"]["correct"]
+            for s in run.samples["mmstar_contam"]
+        },  # fmt: skip
+        "VLMEvalKit": {
+            (r["contam_item_id"], r["contam_variant"]): int(r["hit"]) for r in pd.read_excel(result).to_dict("records")
+        },  # fmt: skip
+        "replies": {(s.item_id, s.variant): model.policies["messy"](s) for s in model.shown},
+        "shown": {(s.item_id, s.variant): s for s in model.shown},
+    }
+
+
+def test_the_same_replies_get_the_same_verdict_from_both_hosts(messy_runs, tmp_path, capsys, with_sets):
+    """Each version is judged the same by both hosts but for one explained difference of answer matching: a reply
+    that is an option's text alone is matched to that option by VLMEvalKit's rules and read as no letter (wrong)
+    by lmms-eval's MMStar scoring."""
+    ours, theirs, replies, shown = (messy_runs[key] for key in ("lmms-eval", "VLMEvalKit", "replies", "shown"))
     assert len(ours) == len(theirs) == 24 and set(ours) == set(theirs)
     assert len(set(replies.values())) >= 14 and 0 < sum(ours.values()) < 24  # every format, right and wrong
-    shown = {(s.item_id, s.variant): s for s in model.shown}
     text_of_gold = {key for key, s in shown.items() if replies[key] == s.options[s.letters.index(s.gold)]}
     assert text_of_gold, "the formats must hold the right option's text alone"
     assert {key for key in ours if ours[key] != theirs[key]} == text_of_gold
     assert all(theirs[key] == 1 and ours[key] == 0 for key in text_of_gold)
-    assert sum(model.asked.values()) == 48  # each host asked every version once
-    # inspect-ai, the third host, on the same replies: its scorer reads a letter only in the form "ANSWER: X", so a
-    # version is right there exactly where the reply is "Answer: <gold>", which lmms-eval reads as right too.
-    inspect_model = ScriptedVLM(shown_in_versions("mmstar", "contam", mmstar_rows))
-    with LoopbackServer(inspect_model) as server:
-        logs = inspect_eval(tmp_path / "inspect", server.base_url, ["lmms_contam/mmstar_contam"], ("messy",))
-    from lmms_contam.hosts.inspect_ai.reader import read_run
-
-    (run_log,) = logs.glob("*.eval")
-    inspected = {(item.item_id, item.variant): item.correct for item in read_run(run_log).items}
-    messy = {(s.item_id, s.variant): inspect_model.policies["messy"](s) for s in inspect_model.shown}
-    assert messy == replies  # the same reply to each version as the other hosts got
-    in_answer_form = {key for key, s in shown.items() if messy[key] == f"Answer: {s.gold}"}
-    assert in_answer_form and {key for key in inspected if inspected[key]} == in_answer_form
-    assert all(ours[key] == 1 for key in in_answer_form)  # lmms-eval reads those alike
-    hosts = (tmp_path / "lmms-eval", tmp_path / "vlmeval", logs)
-    code, _, err = run_cli(capsys, "report", *hosts, "--json", tmp_path / "r.json")
-    assert code == 0, err  # the three hosts' folders in one report, side by side
+    assert sum(messy_runs["model"].asked.values()) == 48  # each host asked every version once
+    both = (messy_runs["folder"] / "lmms-eval", messy_runs["folder"] / "vlmeval")
+    code, _, err = run_cli(capsys, "report", *both, "--json", tmp_path / "r.json")
+    assert code == 0, err  # both hosts' folders in one report, side by side
     results = json.loads((tmp_path / "r.json").read_text())["results"]
-    assert sorted(r["host"] for r in results) == ["VLMEvalKit", "inspect-ai", "lmms-eval"]
-    results = [r for r in results if r["host"] != "inspect-ai"]
+    assert sorted(r["host"] for r in results) == ["VLMEvalKit", "lmms-eval"]
     # Fourth probe: an lmms-eval run named as the VLMEvalKit run's model was merged into its row, one verdict lost.
-    clash = shutil.copytree(tmp_path / "lmms-eval", tmp_path / "clash")
+    clash = shutil.copytree(both[0], tmp_path / "clash")
     (results_file,) = clash.rglob("*_results.json")
     logged = json.loads(results_file.read_text())
     logged["model_name"] = next(r["model"] for r in results if r["host"] == "VLMEvalKit")
     results_file.write_text(json.dumps(logged))
-    code, _, err = run_cli(capsys, "report", clash, tmp_path / "vlmeval", "--json", tmp_path / "clash.json")
+    code, _, err = run_cli(capsys, "report", clash, both[1], "--json", tmp_path / "clash.json")
     assert code == 2 and "messy (VLMEvalKit): two runs of mmstar under this model name" in err, err
     assert not (tmp_path / "clash.json").exists()
     # Fifth probe: names that differ only in white space or an invisible character print as one: refused too.
     for lookalike in ("messy  (VLMEvalKit)", "messy (VLMEvalKit) ", "messy (VLMEvalKit)\u200b"):
         results_file.write_text(json.dumps({**logged, "model_name": lookalike}))
-        code, _, err = run_cli(capsys, "report", clash, tmp_path / "vlmeval", "--json", tmp_path / "clash.json")
+        code, _, err = run_cli(capsys, "report", clash, both[1], "--json", tmp_path / "clash.json")
         assert code == 2 and "print as one name; rename one" in err and not (tmp_path / "clash.json").exists(), err
+
+
+def test_inspect_judges_the_same_replies_by_its_answer_format_alone(messy_runs, mmstar_rows, tmp_path, capsys,
+                                                                   with_sets):  # fmt: skip
+    """inspect-ai, the third host, asked the same set by its own `inspect eval` and given the same reply to each
+    version: its scorer reads a letter only in the form "ANSWER: X", so a version is right there exactly where the
+    reply is "Answer: <gold>", which lmms-eval reads as right too; the three hosts' folders go to one report."""
+    pytest.importorskip("inspect_ai", reason="inspect-ai needs Python 3.11 (the [inspect] extra)")
+    from lmms_contam.hosts.inspect_ai.reader import read_run
+
+    model = ScriptedVLM(shown_in_versions("mmstar", "contam", mmstar_rows))
+    with LoopbackServer(model) as server:
+        logs = inspect_eval(tmp_path / "inspect", server.base_url, ["lmms_contam/mmstar_contam"], ("messy",))
+    (run_log,) = logs.glob("*.eval")
+    inspected = {(item.item_id, item.variant): item.correct for item in read_run(run_log).items}
+    assert {(s.item_id, s.variant): model.policies["messy"](s) for s in model.shown} == messy_runs["replies"]
+    shown, replies = messy_runs["shown"], messy_runs["replies"]
+    in_answer_form = {key for key, s in shown.items() if replies[key] == f"Answer: {s.gold}"}
+    assert in_answer_form and {key for key in inspected if inspected[key]} == in_answer_form
+    assert all(messy_runs["lmms-eval"][key] == 1 for key in in_answer_form)  # lmms-eval reads those alike
+    hosts = (messy_runs["folder"] / "lmms-eval", messy_runs["folder"] / "vlmeval", logs)
+    code, _, err = run_cli(capsys, "report", *hosts, "--json", tmp_path / "r.json")
+    assert code == 0, err  # the three hosts' folders in one report, side by side
+    results = json.loads((tmp_path / "r.json").read_text())["results"]
+    assert sorted(r["host"] for r in results) == ["VLMEvalKit", "inspect-ai", "lmms-eval"]
 
 
 def mmbench_layout(contam: pd.DataFrame, unrotated: int = 1) -> tuple[pd.DataFrame, list[Shown]]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -39,7 +39,7 @@ class Run:
     benchmark: str
     family: str
     items: list[ScoredItem]
-    asked: dict[str, tuple[str, tuple[str, ...]]]  # item id -> (question text, choices) as a version asked it
+    asked: dict[str, tuple[str, ...]]  # item id -> its question's text and its choices, as a version asked them
     unread: int  # replies in which inspect's parser found no letter
 
 
@@ -73,14 +73,12 @@ def letters_read(completion: str, n_choices: int) -> set[str]:
 
 
 def _question(sample) -> str:
-    message = sample.input[0] if isinstance(sample.input, list) else None
-    if message is None:
-        return str(sample.input)
-    parts = message.content if isinstance(message.content, list) else [message.content]
-    return "\n".join(getattr(part, "text", part) for part in parts if isinstance(getattr(part, "text", part), str))
+    """The text a sample asks (its message's text parts; the image apart)."""
+    return sample.input[0].text if isinstance(sample.input, list) else str(sample.input)
 
 
-def _scored(path: Path, sample, manifest: str | None) -> ScoredItem:
+def _scored(path: Path, sample, manifest: str | None) -> tuple[ScoredItem, bool]:
+    """The sample's record, scored from its reply, and whether inspect's parser read a letter in the reply."""
     where = f"{path}: sample {sample.id}"
     if sample.error is not None:
         raise ReportInputError(f"{where}: failed ({sample.error.message}); run the task again")
@@ -89,12 +87,12 @@ def _scored(path: Path, sample, manifest: str | None) -> ScoredItem:
     if score is None:
         raise ReportInputError(f"{where}: has no {SCORER} score")
     completion = sample.output.completion if sample.output else ""
-    correct = letters_read(completion, len(sample.choices or [])) == {sample.target}
+    letters = letters_read(completion, len(sample.choices or []))
+    correct = letters == {sample.target}
     try:
-        item = ScoredItem.from_logged({**(record or {}), "correct": int(correct)}, where)
+        item = replace(ScoredItem.from_logged({**(record or {}), "correct": int(correct)}, where), response=completion)
     except ValueError as exc:
         raise ReportInputError(str(exc)) from exc
-    item = ScoredItem(**{**item.__dict__, "response": completion})
     if sample.id != f"{item.item_id}:{item.variant}" or sample.target != item.gold:
         raise ReportInputError(f"{where}: its target {sample.target!r} and id are not its record's ({item.gold!r})")
     if len(sample.choices or []) != item.n_options or item.set_manifest != manifest:
@@ -104,7 +102,7 @@ def _scored(path: Path, sample, manifest: str | None) -> ScoredItem:
             f"{where}: scored {score.value!r}, but its reply {completion[:80]!r} reads as "
             f"{'right' if correct else 'wrong'} by inspect's parser (a score edited, or another scorer's)"
         )
-    return item
+    return item, bool(letters)
 
 
 def _stated_accuracy(log) -> float | None:
@@ -128,7 +126,8 @@ def read_run(path: Path) -> Run | None:
     if not isinstance(task, dict):
         raise _refuse(path, f"a task of {PACKAGE} without its record in the log's metadata")
     _check_finished(path, log)
-    items = [_scored(path, sample, task.get("set_manifest")) for sample in log.samples]
+    scored = [_scored(path, sample, task.get("set_manifest")) for sample in log.samples]
+    items = [item for item, _ in scored]
     accuracy, stated = sum(i.correct for i in items) / len(items), _stated_accuracy(log)
     if stated is None or abs(stated - accuracy) > 1e-9:
         raise _refuse(path, f"states accuracy {stated}, but its samples score {accuracy:.6f}")
@@ -138,8 +137,8 @@ def read_run(path: Path) -> Run | None:
         benchmark=str(task["benchmark"]),
         family=str(task["family"]),
         items=items,
-        asked={s.metadata[RECORD]["item_id"]: (_question(s), tuple(s.choices)) for s in log.samples},
-        unread=sum(not letters_read(i.response, i.n_options) for i in items),
+        asked={item.item_id: (_question(s), *s.choices) for item, s in zip(items, log.samples, strict=True)},
+        unread=sum(not read for _, read in scored),
     )
 
 
@@ -154,11 +153,9 @@ def _notes(runs: list[Run]) -> tuple[str, ...]:
 
 def _same_items(original: Run, perturbed: Run) -> None:
     """Runs of the original and perturbed tasks apart: each item asks the same question with the same options."""
-    for item_id, (question, choices) in original.asked.items():
+    for item_id, asked in original.asked.items():
         other = perturbed.asked.get(item_id)
-        if other and (
-            not same_text(question, other[0]) or list(map(str.split, choices)) != list(map(str.split, other[1]))
-        ):
+        if other is not None and (len(asked) != len(other) or not all(map(same_text, asked, other))):
             raise ReportInputError(
                 f"{original.model}, {original.benchmark}: item {item_id} is not the same item in {original.path} "
                 f"and {perturbed.path}: runs of two different sets"

@@ -18,8 +18,8 @@ from inspect_ai.model import ChatMessageUser, ContentImage, ContentText
 from PIL import Image
 
 from lmms_contam.detectors.options import question_stem
+from lmms_contam.records import ContamRecord
 from lmms_contam.registry.specs import SPECS
-from lmms_contam.schema import SCHEMA_VERSION
 from lmms_contam.versions import NO_IMAGE, Version, item_versions
 
 RECORD = "contam"  # the metadata key holding the record
@@ -40,24 +40,32 @@ def asked_text(benchmark: str, row: dict) -> str:
     return f"Hint: {hint}\n{stem}" if hint else stem
 
 
-def version_sample(benchmark: str, row: dict, version: Version, set_manifest: str | None) -> Sample:
+def _record(benchmark: str, row: dict, version: Version, set_manifest: str | None) -> dict:
+    """The record the report reads back, as every host logs it (records.ContamRecord), less the correctness that
+    the reader computes from the reply."""
+    record = ContamRecord(
+        benchmark=benchmark,
+        item_id=row["item_id"],
+        original_id=row["original_id"],
+        variant=version.variant,
+        correct=0,
+        n_options=len(row["options"]),
+        gold=version.gold,
+        original_gold=row["original_answer"],
+        stratum=SPECS[benchmark].stratum(row),
+        set_manifest=set_manifest,
+        text_only_input="none" if version.image is NO_IMAGE else None,
+    ).as_logged()
+    del record["correct"]
+    return record
+
+
+def version_sample(benchmark: str, row: dict, version: Version, set_manifest: str | None, image_uri: str) -> Sample:
     options = list(row["options"])
     shown = options if version.order is None else [options[i] for i in version.order]
-    content: list = [] if version.image is NO_IMAGE else [ContentImage(image=_data_uri(row[version.image]))]
+    content: list = [] if version.image is NO_IMAGE else [ContentImage(image=image_uri)]
     content.append(ContentText(text=asked_text(benchmark, row)))
-    record = {
-        "benchmark": benchmark,
-        "item_id": row["item_id"],
-        "original_id": row["original_id"],
-        "variant": version.variant,
-        "n_options": len(options),
-        "gold": version.gold,
-        "original_gold": row["original_answer"],
-        "stratum": row["l2_category"] if SPECS[benchmark].stratified else "",
-        "set_manifest": set_manifest,
-        "text_only_input": "none" if version.image is NO_IMAGE else None,
-        "schema_version": SCHEMA_VERSION,
-    }
+    record = _record(benchmark, row, version, set_manifest)
     return Sample(
         input=[ChatMessageUser(content=content)],
         choices=shown,
@@ -71,4 +79,6 @@ def item_samples(
     benchmark: str, family: str, row: dict, set_manifest: str | None, rotate_all: bool = False
 ) -> list[Sample]:
     versions = item_versions(benchmark, family, row, rotate_all)
-    return [version_sample(benchmark, row, version, set_manifest) for version in versions]
+    # Each image once per item, however many versions show it (CircularEval's four rotations show one).
+    uris = {v.image: _data_uri(row[v.image]) for v in versions if v.image is not NO_IMAGE}
+    return [version_sample(benchmark, row, v, set_manifest, uris.get(v.image, "")) for v in versions]

@@ -33,5 +33,4 @@ def builtin_task(benchmark: str) -> BuiltinTask:
         image_field=bound.image_field,
         shape_doc=bound.shape_doc,
         image_list=bound.image_list,
-        stratified=spec(benchmark).stratified,
     )

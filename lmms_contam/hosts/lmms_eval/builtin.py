@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lmms_contam.records import ORIGINAL
+from lmms_contam.registry.specs import spec
 from lmms_contam.stats import stable_seed
 
 _draw_lock = threading.Lock()
@@ -57,7 +58,6 @@ class BuiltinTask:
     image_field: str
     shape_doc: Callable[[dict, str, str], dict]  # (row, answer, image field) -> built-in-shaped fields
     image_list: bool = False  # the image field holds a list of images
-    stratified: bool = False  # its accuracies are macro averages over l2_category (MMStar's are)
 
     def doc(self, row: dict, *, variant: str, gold: str, image: Any, shown: dict | None = None) -> dict[str, Any]:
         """A document showing `image` (none: None) and the row, with `shown`'s fields (a question and options in
@@ -72,7 +72,7 @@ class BuiltinTask:
             contam_gold=gold,
             contam_original_answer=row["original_answer"],
             contam_n_options=len(row["options"]),
-            contam_stratum=row["l2_category"] if self.stratified else "",
+            contam_stratum=spec(self.benchmark).stratum(row),
             contam_group=row.get("group_id") or "",
             contam_slot=row.get("group_slot") or "",
         )

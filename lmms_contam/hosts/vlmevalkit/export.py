@@ -107,7 +107,7 @@ def _tsv_row(benchmark: str, bound: VLMEvalKitBinding, row: dict, version: Versi
         "contam_variant": version.variant,
         "contam_original_answer": row["original_answer"],  # what a leaderboard run of the benchmark asked
         "contam_n_options": len(options),
-        "contam_stratum": row["l2_category"] if SPECS[benchmark].stratified else "",
+        "contam_stratum": SPECS[benchmark].stratum(row),
         "contam_set_manifest": set_manifest or "",
     }
     if version.image is not NO_IMAGE:
