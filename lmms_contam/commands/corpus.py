@@ -86,7 +86,7 @@ def _index_corpus(args: argparse.Namespace) -> int:
 def _scan(args: argparse.Namespace) -> int:
     from lmms_contam.corpus.embedder_configs import embedder_config
     from lmms_contam.corpus.eval_sources import eval_sources
-    from lmms_contam.corpus.runners import make_runner
+    from lmms_contam.corpus.runners import ClusterWithoutCpu, make_runner
     from lmms_contam.corpus.scan_job import scan_source
     from lmms_contam.set_locations import originals_source
 
@@ -128,7 +128,7 @@ def _scan(args: argparse.Namespace) -> int:
                 f"(similarity > {summary.threshold}, {summary.images} images, "
                 f"{summary.corpus_rows} corpus rows)"
             )
-    except (ValueError, FileNotFoundError) as exc:
+    except (ValueError, FileNotFoundError, ClusterWithoutCpu) as exc:
         return stop("scan", exc)
     return 0
 

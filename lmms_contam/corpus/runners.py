@@ -9,6 +9,7 @@ storage), and lmms-contam installed in the workers' environment.
 from __future__ import annotations
 
 import socket
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -50,6 +51,12 @@ def check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
 
 
 RESUBMITS = 3  # a job whose worker process or node is lost is submitted again at most this many times
+NO_CPU_LIMIT_S = 120.0  # a cluster offering no CPU this long is taken as lost, not as one still scaling up
+WAIT_STEP_S = 5.0
+
+
+class ClusterWithoutCpu(RuntimeError):
+    """The cluster has had no CPU to run a job for the whole limit: its worker nodes are gone or never joined."""
 
 
 class RayRunner:
@@ -57,7 +64,9 @@ class RayRunner:
     whose worker or node dies is submitted again by the runner itself, not by Ray's silent retry, so each loss
     is recorded in `resubmitted` (and the scan's summary says so)."""
 
-    def __init__(self, address: str | None = None, num_cpus: int | None = None) -> None:
+    def __init__(
+        self, address: str | None = None, num_cpus: int | None = None, no_cpu_limit_s: float = NO_CPU_LIMIT_S
+    ) -> None:
         import ray
 
         if address is not None:
@@ -69,6 +78,7 @@ class RayRunner:
         self.name = f"Ray ({address or 'auto'})"
         self.in_order = False  # any worker on any node takes the next job
         self.resubmitted: list[dict] = []  # the last imap's jobs submitted again: {"job": label, "lost": error}
+        self.no_cpu_limit_s = no_cpu_limit_s
 
     def imap(
         self, function: Callable[[Any, Any], Any], shared: Any, jobs: list, labels: list[str] | None = None
@@ -83,7 +93,7 @@ class RayRunner:
         self.resubmitted = []  # per scan: a runner serves every eval set of a `scan` command
         losses: Counter = Counter()
         while pending:
-            (ready,), _ = self.ray.wait(list(pending), num_returns=1)
+            ready = self._next_finished(list(pending))
             index = pending.pop(ready)
             try:
                 result = self.ray.get(ready)
@@ -95,6 +105,26 @@ class RayRunner:
                 pending[remote.remote(shared_ref, jobs[index])] = index
                 continue
             yield index, result
+
+    def _next_finished(self, pending: list) -> Any:
+        """The next job to finish; a cluster that offers no CPU for `no_cpu_limit_s` raises instead of waiting on
+        forever (what finished before is saved by the caller, so a rerun goes on from there)."""
+        without_cpu_since = None
+        while True:
+            ready, _ = self.ray.wait(pending, num_returns=1, timeout=WAIT_STEP_S)
+            if ready:
+                return ready[0]
+            if self.ray.cluster_resources().get("CPU", 0) > 0:
+                without_cpu_since = None
+                continue
+            without_cpu_since = without_cpu_since or time.monotonic()
+            if time.monotonic() - without_cpu_since >= self.no_cpu_limit_s:
+                alive = sum(node["Alive"] for node in self.ray.nodes())
+                raise ClusterWithoutCpu(
+                    f"{self.name}: no node of the cluster has offered a CPU for {self.no_cpu_limit_s:g} s "
+                    f"({alive} node(s) alive, {len(pending)} job(s) waiting); the results saved so far are kept: "
+                    "start or restart its worker nodes and run the same command again"
+                )
 
 
 def make_runner(ray_address: str | None) -> LocalRunner | RayRunner:

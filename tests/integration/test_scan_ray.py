@@ -6,6 +6,7 @@ import contextlib
 import io
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -14,6 +15,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
@@ -180,14 +182,23 @@ def test_a_job_whose_worker_is_killed_is_submitted_again_and_recorded(cluster):
 RAY_NO_AUTH = {"RAY_AUTH_MODE": "disabled"}
 
 
+NODE_PORTS = range(20_000, 32_768)  # above Ray's worker ports, below the kernel's ephemeral ones
+
+
 def _free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    for handle in sockets:
-        handle.bind(("127.0.0.1", 0))
-    ports = [handle.getsockname()[1] for handle in sockets]
-    for handle in sockets:
-        handle.close()
-    return ports
+    """Ports free now and outside the range the kernel hands out for outgoing connections, so that no connection
+    another node opens meanwhile can take one before its node binds it."""
+    chosen: list[int] = []
+    while len(chosen) < count:
+        port = random.choice(NODE_PORTS)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        if port not in chosen:
+            chosen.append(port)
+    return chosen
 
 
 def _node_ports() -> list[str]:
@@ -197,11 +208,20 @@ def _node_ports() -> list[str]:
     return [f"--{name}-port={port}" for name, port in zip(names, _free_ports(len(names)), strict=True)]
 
 
-@pytest.fixture
-def two_node_cluster():
-    """A head with no CPUs of its own and two worker nodes of one CPU each: three `ray start --block` processes
-    on this machine, so every scan task runs on a worker node. Yields the head's address. Its files (and the
-    address file a bare `ray.init()` would join) stay in a folder of its own, removed afterwards."""
+CPUS_OF = """import sys, time, ray
+ray.init(address=sys.argv[1], log_to_driver=False)
+deadline = time.monotonic() + 90
+while ray.cluster_resources().get("CPU", 0) < int(sys.argv[2]) and time.monotonic() < deadline:
+    time.sleep(0.5)
+print(int(ray.cluster_resources().get("CPU", 0)))
+"""
+
+
+@contextlib.contextmanager
+def _local_cluster(workers: int) -> Iterator[str]:
+    """A head with no CPUs of its own and `workers` nodes of one CPU each: `ray start --block` processes on this
+    machine, so every task runs on a worker node. Yields the head's address once every worker has joined. Its
+    files (and the address file a bare `ray.init()` would join) stay in a folder of its own, removed afterwards."""
     ray_cli = str(Path(sys.executable).parent / "ray")
     temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths must fit in 107 bytes
     (gcs,) = _free_ports(1)
@@ -209,30 +229,57 @@ def two_node_cluster():
     env = {**os.environ, **RAY_NO_AUTH}
     common = ["start", "--block", "--disable-usage-stats", f"--temp-dir={temp}", "--object-store-memory=100000000"]
     head = [*common, "--head", f"--port={gcs}", "--num-cpus=0", "--num-gpus=0", "--include-dashboard=false"]
-    head += _node_ports()
-    nodes = [subprocess.Popen([ray_cli, *head], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)]
+    nodes = [subprocess.Popen([ray_cli, *head, *_node_ports()], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env=env)]  # fmt: skip
     address = f"127.0.0.1:{gcs}"
-    for _ in range(120):  # the head's GCS answers within a minute
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", gcs), timeout=1):
-            break
-        time.sleep(0.5)
-    else:
-        nodes[0].kill()
-        raise RuntimeError(f"the Ray head did not answer at {address} within a minute")
-    for _ in range(2):
-        worker = [*common, f"--address={address}", "--num-cpus=1", "--num-gpus=0", *_node_ports()]
-        nodes.append(
-            subprocess.Popen([ray_cli, *worker], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-        )
-    yield address
-    for node in reversed(nodes):  # `ray start --block` stops its node's processes when terminated
-        node.terminate()
-    for node in nodes:
-        try:
-            node.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            node.kill()
-    shutil.rmtree(temp, ignore_errors=True)
+    try:
+        for _ in range(120):  # the head's GCS answers within a minute
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", gcs), timeout=1):
+                break
+            time.sleep(0.5)
+        else:
+            raise RuntimeError(f"the Ray head did not answer at {address} within a minute")
+        for _ in range(workers):
+            worker = [*common, f"--address={address}", "--num-cpus=1", "--num-gpus=0", *_node_ports()]
+            nodes.append(
+                subprocess.Popen([ray_cli, *worker], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+            )
+        joined = subprocess.run([sys.executable, "-c", CPUS_OF, address, str(workers)], capture_output=True,
+                                text=True, timeout=180, env=env)  # fmt: skip
+        if joined.stdout.strip() != str(workers):
+            raise RuntimeError(f"{joined.stdout.strip() or '?'} of {workers} CPUs joined: {joined.stderr[-900:]}")
+        yield address
+    finally:
+        for node in reversed(nodes):  # `ray start --block` stops its node's processes when terminated
+            node.terminate()
+        for node in nodes:
+            try:
+                node.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                node.kill()
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.fixture
+def two_node_cluster():
+    with _local_cluster(workers=2) as address:
+        yield address
+
+
+def test_a_cluster_without_a_cpu_stops_the_jobs_with_a_clear_error():
+    """Worker nodes that never join (or all die): the runner says so and stops, instead of waiting for ever."""
+    code = (
+        "import sys\nfrom lmms_contam.corpus.runners import RayRunner\n"
+        "list(RayRunner(sys.argv[1], no_cpu_limit_s=3).imap(lambda shared, job: job, None, [1, 2]))"
+    )
+    with _local_cluster(workers=0) as address:
+        started = time.monotonic()
+        done = subprocess.run([sys.executable, "-c", code, address], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, **RAY_NO_AUTH})  # fmt: skip
+    assert done.returncode != 0
+    assert "ClusterWithoutCpu" in done.stderr and "no node of the cluster has offered a CPU for 3 s" in done.stderr
+    assert "(1 node(s) alive, 2 job(s) waiting)" in done.stderr
+    assert time.monotonic() - started < 60
 
 
 def test_a_scan_on_two_nodes_that_loses_a_worker_gives_the_undisturbed_answer(two_node_cluster, tmp_path):
