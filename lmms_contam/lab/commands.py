@@ -6,19 +6,22 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 from pathlib import Path
 
 from lmms_contam.commands.common import at_least, stop
 from lmms_contam.commands.corpus import add_embedder_arguments
-from lmms_contam.hosts import lmms_eval, vlmevalkit
+from lmms_contam.hosts import inspect_ai, lmms_eval, vlmevalkit
 
-HOSTS = {lmms_eval.KEY: lmms_eval.NAME, vlmevalkit.KEY: vlmevalkit.NAME}  # --host's choices -> the hosts' names
+HOSTS = {host.KEY: host.NAME for host in (lmms_eval, vlmevalkit, inspect_ai)}  # --host's choices -> the hosts' names
 
 
 def _with_overrides(setup, args: argparse.Namespace):
     if getattr(args, "host", lmms_eval.KEY) != lmms_eval.KEY:
         if args.flaws or args.judge_errors:
             raise ValueError("--flaws and --judge-errors run through lmms-eval only")
+        if args.host == inspect_ai.KEY and importlib.util.find_spec("inspect_ai") is None:
+            raise ValueError('--host inspect needs inspect-ai: pip install "lmms-contam[inspect]" (Python 3.11+)')
         setup = dataclasses.replace(setup, host=HOSTS[args.host])
     if getattr(args, "seeds", None):
         setup = dataclasses.replace(setup, seeds=tuple(int(s) for s in args.seeds.split(",")))
@@ -116,8 +119,8 @@ def _add_demo(commands: argparse._SubParsersAction) -> None:
         choices=HOSTS,
         default=lmms_eval.KEY,
         help="the harness that evaluates the models: lmms-eval's llava_hf loader (default), or "
-        "VLMEvalKit's API model asking them served on 127.0.0.1 (models trained on its prompt, under "
-        "OUT/vlmevalkit)",
+        "VLMEvalKit's or inspect-ai's API model asking them served on 127.0.0.1 (models trained on that "
+        "harness's prompt, under OUT/vlmevalkit or OUT/inspect; inspect needs the [inspect] extra)",
     )
     demo.add_argument(
         "--flaws",

@@ -1,8 +1,9 @@
 """Evaluate model folders through a real harness: the lmms-eval CLI with its own `llava_hf` loader, or
-VLMEvalKit's `python -m vlmeval` with its OpenAI-API model asking the models served on 127.0.0.1.
+VLMEvalKit's `python -m vlmeval` and inspect-ai's `inspect eval`, each with its OpenAI-API model asking the models
+served on 127.0.0.1.
 
-One subprocess evaluates every model (lmms-eval's `--config` takes a list of runs; VLMEvalKit's `--model`
-a list of names), so the harness starts once. An output that already holds every result asked of it is
+One subprocess evaluates every model (lmms-eval's `--config` takes a list of runs; VLMEvalKit's and inspect's
+`--model` a list of names), so the harness starts once. An output that already holds every result asked of it is
 not evaluated again; any other is cleared and evaluated afresh.
 """
 
@@ -20,6 +21,7 @@ import yaml
 
 from lmms_contam.atomic import atomic_path
 from lmms_contam.detectors.registry import DETECTORS
+from lmms_contam.hosts import inspect_ai
 from lmms_contam.hosts.vlmevalkit.bindings import dataset_name
 from lmms_contam.hosts.vlmevalkit.export import export_set
 from lmms_contam.hosts.vlmevalkit.hits import EXACT_MATCHING
@@ -59,10 +61,11 @@ def complete(out: Path, tasks: tuple[str, ...]) -> bool:
     return all(any(out.rglob(f"*_samples_{task}.jsonl")) for task in tasks)
 
 
-def lmms_eval_executable() -> str:
-    found = shutil.which("lmms-eval", path=str(Path(sys.executable).parent)) or shutil.which("lmms-eval")
+def executable(name: str, install: str) -> str:
+    """A harness's command, this environment's first."""
+    found = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
     if not found:
-        raise EvaluationError("lmms-eval is not installed in this environment (pip install lmms-eval)")
+        raise EvaluationError(f"{name} is not installed in this environment ({install})")
     return found
 
 
@@ -102,7 +105,7 @@ def evaluate(
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "a", encoding="utf-8") as stream:
             subprocess.run(
-                [lmms_eval_executable(), "--config", str(config)],
+                [executable("lmms-eval", "pip install lmms-eval"), "--config", str(config)],
                 stdout=stream,
                 stderr=subprocess.STDOUT,
                 env=env,
@@ -156,3 +159,66 @@ def evaluate_vlmevalkit(models: dict[str, Path], test_set: Path, out: Path, log:
     if missing:
         raise EvaluationError(f"VLMEvalKit wrote no result for {', '.join(missing)}; see {log}")
     return work
+
+
+INSPECT_PROVIDER = "lab"  # inspect's `openai-api/lab/<model>` reads LAB_BASE_URL and LAB_API_KEY
+
+
+def inspect_model(name: str) -> str:
+    """The name inspect asks a served model under (and the report labels its runs with)."""
+    return f"openai-api/{INSPECT_PROVIDER}/{name}"
+
+
+def evaluate_inspect(models: dict[str, Path], test_set: Path, out: Path, log: Path) -> Path:
+    """Evaluate each model (by name) on the plugin's paired task in inspect's registry, asked by `inspect eval`'s
+    OpenAI-API model through the model server with inspect's own solver and scorer; returns the log folder the
+    report reads."""
+    logs = out / "logs"
+    if _inspect_finished(logs, models):
+        return logs
+    shutil.rmtree(out, ignore_errors=True)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with ServedModels(models) as server, open(log, "a", encoding="utf-8") as stream:
+        env = {
+            **os.environ,
+            env_var("synthetic"): str(test_set),
+            "LAB_BASE_URL": server.base_url,
+            "LAB_API_KEY": "local",
+            "XDG_DATA_HOME": str(out / "data"),  # inspect's own state stays in the run's folder
+            "XDG_CACHE_HOME": str(out / "cache"),
+        }
+        inspect = executable("inspect", 'pip install "lmms-contam[inspect]"')
+        command = [inspect, "eval", *_inspect_arguments(models, logs)]
+        subprocess.run(command, stdout=stream, stderr=subprocess.STDOUT, check=False, env=env)
+    if not _inspect_finished(logs, models):
+        raise EvaluationError(f"inspect wrote no finished log for every model; see {log}")
+    return logs
+
+
+def _inspect_arguments(models: dict[str, Path], logs: Path) -> list[str]:
+    """The paired task for every model, retried once, images not copied into the logs (the set holds them)."""
+    task = f"{inspect_ai.PACKAGE}/{PERTURBATION_TASK}"
+    asked = ",".join(inspect_model(name) for name in models)
+    settings = {
+        "--log-dir": str(logs),
+        "--display": "plain",
+        "--max-retries": "1",
+        "--timeout": "300",
+        "--max-connections": "16",
+        "--max-tokens": str(MAX_NEW_TOKENS),
+        "--ctl-server": "false",
+    }
+    return [task, "--model", asked, "--no-log-images", *(part for pair in settings.items() for part in pair)]
+
+
+def _inspect_finished(logs: Path, models: dict[str, Path]) -> bool:
+    """One successful log per model (the report checks each one's samples and scores when it reads them)."""
+    from inspect_ai.log import read_eval_log
+
+    from lmms_contam.hosts.inspect_ai.log_files import log_files
+
+    if not logs.is_dir():
+        return False
+    headers = [read_eval_log(str(path), header_only=True) for path in log_files([logs])]
+    finished = sorted(h.eval.model for h in headers if h.status == "success")
+    return finished == sorted(inspect_model(name) for name in models)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -18,10 +19,18 @@ from scipy import stats as scipy_stats
 
 from lmms_contam.atomic import atomic_path
 from lmms_contam.detectors.registry import DETECTORS
+from lmms_contam.hosts import inspect_ai, vlmevalkit
 from lmms_contam.hosts.lmms_eval import NAME as LMMS_EVAL
 from lmms_contam.hosts.readers import read_runs
-from lmms_contam.hosts.vlmevalkit import NAME as VLMEVALKIT
-from lmms_contam.lab.evaluate import DETECTOR_TASKS, PERTURBATION_TASK, evaluate, evaluate_vlmevalkit, resolving
+from lmms_contam.lab.evaluate import (
+    DETECTOR_TASKS,
+    PERTURBATION_TASK,
+    evaluate,
+    evaluate_inspect,
+    evaluate_vlmevalkit,
+    inspect_model,
+    resolving,
+)
 from lmms_contam.lab.experiment_models import ModelSpec, TrainingRecipe, build_models, plan
 from lmms_contam.lab.image_only_rates import image_only_rates
 from lmms_contam.report import analysis
@@ -61,6 +70,25 @@ DEMO = Setup(
     detector_strategies=("clean", "full"),
 )
 FULL = Setup()
+
+
+@dataclass(frozen=True)
+class ServedHost:
+    """A harness that asks the models served on 127.0.0.1 through its API model: where its models and runs go
+    (under the demo's folder: models trained on another harness's prompt are other models), how it evaluates
+    them, and how the report labels a model it asked."""
+
+    folder: str
+    evaluate: Callable[[dict[str, Path], Path, Path, Path], Path]
+    label: Callable[[str], str]
+
+
+SERVED_HOSTS = {
+    vlmevalkit.NAME: ServedHost(vlmevalkit.KEY, evaluate_vlmevalkit, lambda name: f"{name} ({vlmevalkit.NAME})"),
+    inspect_ai.NAME: ServedHost(
+        inspect_ai.KEY, evaluate_inspect, lambda name: f"{inspect_model(name)} ({inspect_ai.NAME})"
+    ),
+}
 
 
 class SetupMismatch(ValueError):
@@ -222,8 +250,7 @@ def rate_check(image_only: dict[str, dict]) -> Check:
 
 def run_experiment(setup: Setup, out: str | Path) -> Outcome:
     """Build (or reuse) everything under `out`, then write report.{html,md,json} and experiment.json (for
-    VLMEvalKit, with its models and runs, under `out/vlmevalkit`: models trained on another harness's
-    prompt are other models)."""
+    VLMEvalKit and inspect, with their models and runs, under `out/vlmevalkit` and `out/inspect`)."""
     started = time.monotonic()
     out = Path(out).resolve()  # lmms-eval records model folders as given: one spelling across runs
     claim_folder(out, setup)
@@ -231,7 +258,7 @@ def run_experiment(setup: Setup, out: str | Path) -> Outcome:
     test_set = out / "data" / f"synthetic-{recipe.test_items}.parquet"
     if not test_set.exists():
         benchmark.build_test_set(recipe.test_items, test_set)
-    root = out if setup.host == LMMS_EVAL else out / "vlmevalkit"
+    root = out if setup.host == LMMS_EVAL else out / SERVED_HOSTS[setup.host].folder
     models = root / "models"
     specs, eval_dirs = _train_and_evaluate(setup, test_set, out, root)
     with resolving(test_set):  # the report shows flagged image pairs from the set the tasks read
@@ -272,9 +299,9 @@ def _train_and_evaluate(setup: Setup, test_set: Path, out: Path, root: Path) -> 
         folders = build_models(seed_specs, setup.recipe, root / "models", setup.host)
         specs += seed_specs
         log = root / "logs" / f"{setup.host}-seed{seed}.log"
-        if setup.host == VLMEVALKIT:
+        if setup.host in SERVED_HOSTS:
             served = {served_name(spec): folders[spec.name] for spec in seed_specs}
-            eval_dirs.append(evaluate_vlmevalkit(served, test_set, root / "eval" / f"seed{seed}", log))
+            eval_dirs.append(SERVED_HOSTS[setup.host].evaluate(served, test_set, root / "eval" / f"seed{seed}", log))
             continue
         tasks = {s.name: (PERTURBATION_TASK, *(DETECTOR_TASKS if setup.runs_detectors(s) else ())) for s in seed_specs}
         eval_dirs += evaluate(folders, tasks, test_set, out / "eval" / f"seed{seed}", log).values()
@@ -296,15 +323,15 @@ def _write_summary(setup: Setup, outcome: Outcome, path: Path) -> None:
 
 
 def served_name(spec: ModelSpec) -> str:
-    """The name a model is served and asked under through VLMEvalKit: one per model across seeds."""
+    """The name a model is served and asked under through an API model: one per model across seeds."""
     return f"{spec.name}-seed{spec.seed}"
 
 
 def entries_of(spec: ModelSpec, results: list, models: Path, host: str = LMMS_EVAL) -> list:
-    """Report entries labelled with this model: lmms-eval names llava_hf runs by the `pretrained` folder,
-    VLMEvalKit's runs by the name the model was asked under."""
-    if host == VLMEVALKIT:
-        return [r for r in results if r.model == f"{served_name(spec)} (VLMEvalKit)"]
+    """Report entries labelled with this model: lmms-eval names llava_hf runs by the `pretrained` folder, the
+    other hosts by the name the served model was asked under."""
+    if host in SERVED_HOSTS:
+        return [r for r in results if r.model == SERVED_HOSTS[host].label(served_name(spec))]
     return entries_for_folder(results, spec.folder(models))
 
 

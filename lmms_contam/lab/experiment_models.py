@@ -69,7 +69,8 @@ def _tokenizer_corpus(host: str) -> list[str]:
     """Every prompt the model will read, templated as the harness templates it, plus the answers."""
     _, bootstrap = tiny_vlm.new_tiny_llava(tiny_vlm.build_tokenizer(["A B C D"]))
     questions = [draw_scene("vocabulary", 0, kind).question_text() for kind in sorted(KINDS)]
-    return [train.prompt_text(bootstrap, train.host_text(q, host)) for q in questions] * 4 + ["A", "B", "C", "D"]
+    prompts = [train.prompt_text(bootstrap, train.host_text(q, host)) for q in questions]
+    return prompts * 4 + [f"{train.answer_prefix(host)}{letter}" for letter in "ABCD"]
 
 
 def train_clean(spec: ModelSpec, recipe: TrainingRecipe, root: Path, host: str = LMMS_EVAL) -> Path:

@@ -1,5 +1,5 @@
-"""The experiment's trained models served as an OpenAI-compatible endpoint on 127.0.0.1, so that VLMEvalKit
-asks them with its own API model, prompt and answer matching, as it asks any hosted model.
+"""The experiment's trained models served as an OpenAI-compatible endpoint on 127.0.0.1, so that VLMEvalKit and
+inspect-ai ask them with their own API models, prompts and answer matching, as they ask any hosted model.
 
 A request names the model it asks; its text is templated as the model was trained to read it (the
 chat template, the image token first) and its answer is decoded greedily, as lmms-eval's `llava_hf`
@@ -17,7 +17,7 @@ import torch
 from lmms_contam.lab import tiny_vlm, train
 from lmms_contam.lab.chat_endpoint import ChatEndpoint, request_parts
 
-MAX_NEW_TOKENS = 4  # a letter, then the end of the sequence
+MAX_NEW_TOKENS = 8  # "ANSWER: " (inspect), a letter, then the end of the sequence
 
 
 class ServedModels(ChatEndpoint):

@@ -2,9 +2,9 @@
 
 The training prompt is built the way the harness that evaluates the model builds it: for lmms-eval,
 as its `llava_hf` loader does (image token, MMStar's prompt, the chat template, the processor's
-image-token expansion); for VLMEvalKit, its multiple-choice prompt as its API models send it to the
-served model (lab/model_server.py), which templates it the same way. Only the answer letter
-and the end-of-sequence token are learned.
+image-token expansion); for VLMEvalKit and inspect-ai, their multiple-choice prompts as their API models send
+them to the served model (lab/model_server.py), which templates them the same way. Only the reply is learned:
+the answer letter (after "ANSWER: " for inspect, whose scorer reads nothing else) and the end-of-sequence token.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from tqdm.auto import tqdm
 from transformers import LlavaForConditionalGeneration, LlavaProcessor, get_cosine_schedule_with_warmup
 
 from lmms_contam.detectors.options import question_stem
+from lmms_contam.hosts import inspect_ai
+from lmms_contam.hosts.inspect_ai import prompt as inspect_prompt
 from lmms_contam.hosts.lmms_eval import NAME as LMMS_EVAL
 from lmms_contam.hosts.vlmevalkit import NAME as VLMEVALKIT
 from lmms_contam.hosts.vlmevalkit.prompt import mcq_prompt
@@ -32,10 +34,17 @@ IGNORE = -100
 
 
 def host_text(question: str, host: str = LMMS_EVAL) -> str:
-    """What a harness asks of an MMStar-style question: lmms-eval's MMStar prompt, or VLMEvalKit's."""
+    """What a harness asks of an MMStar-style question: lmms-eval's MMStar prompt, VLMEvalKit's or inspect's."""
     if host == VLMEVALKIT:
         return mcq_prompt(question_stem("synthetic", question), mmstar_options(question))
+    if host == inspect_ai.NAME:
+        return inspect_prompt.mcq_prompt(question_stem("synthetic", question), mmstar_options(question))
     return f"{question}{POST_PROMPT}"
+
+
+def answer_prefix(host: str) -> str:
+    """What a harness's scorer needs before the letter: inspect's "ANSWER: ", nothing for the others."""
+    return inspect_prompt.ANSWER_PREFIX if host == inspect_ai.NAME else ""
 
 
 def prompt_text(processor: LlavaProcessor, text: str) -> str:
@@ -46,12 +55,14 @@ def prompt_text(processor: LlavaProcessor, text: str) -> str:
 
 
 class Batcher:
-    """Model inputs for examples: prompt ids (cached per prompt), the answer (a letter is one token), then end of
-    sequence."""
+    """Model inputs for examples: prompt ids (cached per prompt), the answer (a letter is one token, after the
+    host's answer prefix), then end of sequence."""
 
     def __init__(self, processor: LlavaProcessor, host: str = LMMS_EVAL) -> None:
         self.processor, self.host = processor, host
         tokenizer = processor.tokenizer
+        prefix = answer_prefix(host)
+        self.prefix_ids = list(tokenizer(prefix, add_special_tokens=False)["input_ids"]) if prefix else []
         self.letter_ids = {}
         for letter in option_letters(4):
             ids = tokenizer(letter, add_special_tokens=False)["input_ids"]
@@ -74,7 +85,7 @@ class Batcher:
 
     def answer_ids(self, answer: str) -> list[int]:
         if answer in self.letter_ids:
-            return [self.letter_ids[answer]]
+            return [*self.prefix_ids, self.letter_ids[answer]]
         return list(self.processor.tokenizer(answer, add_special_tokens=False)["input_ids"])
 
     def pixels(self, images: Sequence[Image.Image]) -> torch.Tensor:
@@ -105,7 +116,8 @@ class Batcher:
     def predicted_letters(
         self, model: LlavaForConditionalGeneration, examples: Sequence[Example], batch_size: int = 256
     ) -> list[str]:
-        """The most likely answer letter after the prompt: a quick check while training, not the score."""
+        """The most likely answer letter after the prompt (and the host's answer prefix): a quick check while
+        training, not the score."""
         model.eval()
         letters = list(self.letter_ids)
         letter_ids = torch.tensor([self.letter_ids[letter] for letter in letters])
@@ -117,7 +129,7 @@ class Batcher:
                 by_prompt.setdefault(self.asked_text(example), []).append(i)
             chunk_predictions = [""] * len(chunk)
             for text, indices in by_prompt.items():
-                ids = torch.tensor([self.prompt_ids(text)] * len(indices))
+                ids = torch.tensor([self.prompt_ids(text) + self.prefix_ids] * len(indices))
                 logits = model(input_ids=ids, pixel_values=self.pixels([chunk[i].image for i in indices])).logits
                 best = logits[:, -1, letter_ids].argmax(dim=-1)
                 for i, choice in zip(indices, best.tolist(), strict=True):

@@ -55,31 +55,44 @@ def test_demo_flags_contaminated_models_and_clears_clean_ones(tmp_path):
     _judge_study_in_small(command, out, flaw_rows, weights, stamps)
 
 
-def test_demo_through_vlmevalkit_flags_contaminated_models_and_clears_clean_ones(tmp_path):
-    """The same experiment with VLMEvalKit as the harness: models trained on its prompt, served on 127.0.0.1,
-    asked by `python -m vlmeval`'s API model and scored by its exact matching; the report reads its work dir."""
-    out = tmp_path / "demo"
-    command = [str(Path(sys.executable).with_name("lmms-contam")), "demo", "--host", "vlmevalkit", "--out", str(out)]
+# Each harness that asks the served models: its --host key, its name in the report, how its answers are matched.
+SERVED_HOSTS = {
+    "vlmevalkit": ("VLMEvalKit", "judge exact_matching"),
+    "inspect": ("inspect-ai", "inspect's multiple_choice() prompt and choice() scorer"),
+}
+
+
+@pytest.mark.parametrize("host", SERVED_HOSTS)
+def test_demo_through_a_served_host_flags_contaminated_models_and_clears_clean_ones(tmp_path, host):
+    """The same experiment (200 items) with VLMEvalKit or inspect-ai as the harness: models trained on its prompt
+    (and, for inspect, its reply format), served on 127.0.0.1, asked by its own API model and scored by its own
+    matching; the report reads its outputs."""
+    if host == "inspect":
+        pytest.importorskip("inspect_ai", reason="inspect-ai needs Python 3.11 (the [inspect] extra)")
+    name, matching = SERVED_HOSTS[host]
+    out, items = tmp_path / "demo", 200
+    command = [str(Path(sys.executable).with_name("lmms-contam")), "demo", "--host", host, "--items", str(items),
+               "--out", str(out)]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=1500)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert f"report: {(out / 'vlmevalkit' / 'report.html').resolve()}" in done.stdout
-    summary = json.loads((out / "vlmevalkit" / "experiment.json").read_text())
-    assert summary["passed"] and summary["setup"]["host"] == "VLMEvalKit" and len(summary["checks"]) >= 8
+    assert f"report: {(out / host / 'report.html').resolve()}" in done.stdout
+    summary = json.loads((out / host / "experiment.json").read_text())
+    assert summary["passed"] and summary["setup"]["host"] == name and len(summary["checks"]) >= 8
     rows = {row["model"]: row for row in summary["rows"]}
     assert set(rows) == {"clean", "full-e30", "lora-e30", "control-e30"}
     assert 0.6 <= rows["clean"]["acc_original"] <= 0.85
-    for name in ("full-e30", "lora-e30"):
-        assert rows[name]["verdict"] == "contaminated" and rows[name]["mcnemar_p"] < 0.01
-    for name in ("clean", "control-e30"):
-        assert rows[name]["verdict"] != "contaminated"
-    report = json.loads((out / "vlmevalkit" / "report.json").read_text())
-    assert {r["host"] for r in report["results"]} == {"VLMEvalKit"}
-    assert all("judge exact_matching" in r["answer_matching"] for r in report["results"])
-    # The model was trained on the prompt VLMEvalKit sends: its score through VLMEvalKit is a direct forward pass's.
+    for model in ("full-e30", "lora-e30"):
+        assert rows[model]["verdict"] == "contaminated" and rows[model]["mcnemar_p"] < 0.01
+    for model in ("clean", "control-e30"):
+        assert rows[model]["verdict"] != "contaminated"
+    report = json.loads((out / host / "report.json").read_text())
+    assert {r["host"] for r in report["results"]} == {name} and len(report["results"]) == 4
+    assert all(matching in r["answer_matching"] for r in report["results"])
+    # The model was trained on the prompt the harness sends: its score through it is a direct forward pass's.
     from lmms_contam.lab.tiny_vlm import load_tiny_vlm
 
-    vlm, processor = load_tiny_vlm(out / "vlmevalkit" / "models" / "seed0" / "clean")
-    direct = train.Batcher(processor, "VLMEvalKit").accuracy(vlm, benchmark.original_examples(500))
+    vlm, processor = load_tiny_vlm(out / host / "models" / "seed0" / "clean")
+    direct = train.Batcher(processor, name).accuracy(vlm, benchmark.original_examples(items))
     assert abs(direct - rows["clean"]["acc_original"]) < 0.02
 
 

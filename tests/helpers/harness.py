@@ -11,7 +11,7 @@ from pathlib import Path
 
 import lmms_eval
 
-from lmms_contam.lab.evaluate import lmms_eval_executable
+from lmms_contam.lab.evaluate import executable as installed
 
 BUILTIN_TASKS = Path(lmms_eval.__file__).parent / "tasks"  # lmms-eval's own task YAMLs
 # The benchmarks with a masked-option task: it replaces a post-prompt asking for the letter, so where the request
@@ -28,7 +28,8 @@ class HarnessRun:
 
 def run_lmms_eval(args: list[str], out: Path, executable: str | None = None, timeout: int = 600) -> HarnessRun:
     """Run the real CLI in a subprocess; it exits 0 even on errors, so results are read from disk."""
-    command = [executable or lmms_eval_executable(), *args, "--log_samples", "--output_path", str(out)]
+    harness = executable or installed("lmms-eval", "pip install lmms-eval")
+    command = [harness, *args, "--log_samples", "--output_path", str(out)]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=os.environ.copy())
     output = proc.stdout + proc.stderr
     results_files = glob.glob(str(out / "**" / "*_results.json"), recursive=True)

@@ -13,6 +13,7 @@ from helpers.loopback import LoopbackServer
 from helpers.loopback_vlm import POLICIES, ScriptedVLM, seeded_letter, shown_in_versions
 
 from lmms_contam.cli import main
+from lmms_contam.hosts.inspect_ai.prompt import mcq_prompt
 
 pytest.importorskip("inspect_ai", reason="inspect-ai needs Python 3.11 (the [inspect] extra)")
 
@@ -94,6 +95,8 @@ def test_inspect_asks_with_its_own_template_the_sets_question_and_options(inspec
         _, question, choices = text.split("\n\n")
         assert question in stems and text == TEMPLATE.format(question=question, choices=choices)
         assert [line[:3] for line in choices.split("\n")] == ["A) ", "B) ", "C) ", "D) "]
+        # The prompt the demo's models are trained on (hosts/inspect_ai/prompt.py) is the one inspect sends.
+        assert mcq_prompt(question, [line[3:] for line in choices.split("\n")]) == text
         assert len(images) <= 1
         without_image += not images
     assert without_image == len(MODELS) * sum(s.image is None for s in model.shown) > 0
