@@ -217,10 +217,21 @@ print(int(ray.cluster_resources().get("CPU", 0)))
 """
 
 
+def _wait_for_cpus(address: str, cpus: int, env: dict, temp: str) -> None:
+    """Until the cluster offers `cpus` CPUs; else fail with the nodes' own last words (their logs go with `temp`)."""
+    found = subprocess.run([sys.executable, "-c", CPUS_OF, address, str(cpus)], capture_output=True, text=True,
+                           timeout=180, env=env)  # fmt: skip
+    if found.stdout.strip() != str(cpus):
+        logs = sorted(Path(temp).glob("session_*/logs/raylet*.out"))
+        last = "\n".join(f"{log.name}: {log.read_text(errors='replace')[-600:]}" for log in logs)
+        raise RuntimeError(f"{found.stdout.strip() or '?'} of {cpus} CPUs joined: {found.stderr[-600:]}\n{last}")
+
+
 @contextlib.contextmanager
 def _local_cluster(workers: int) -> Iterator[str]:
     """A head with no CPUs of its own and `workers` nodes of one CPU each: `ray start --block` processes on this
-    machine, so every task runs on a worker node. Yields the head's address once every worker has joined. Its
+    machine, so every task runs on a worker node. Yields the head's address once every worker has joined (each
+    is started once the one before it has). Its
     files (and the address file a bare `ray.init()` would join) stay in a folder of its own, removed afterwards."""
     ray_cli = str(Path(sys.executable).parent / "ray")
     temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths must fit in 107 bytes
@@ -239,15 +250,12 @@ def _local_cluster(workers: int) -> Iterator[str]:
             time.sleep(0.5)
         else:
             raise RuntimeError(f"the Ray head did not answer at {address} within a minute")
-        for _ in range(workers):
+        for joined in range(1, workers + 1):  # one at a time: nodes starting together race for their socket names
             worker = [*common, f"--address={address}", "--num-cpus=1", "--num-gpus=0", *_node_ports()]
             nodes.append(
                 subprocess.Popen([ray_cli, *worker], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
             )
-        joined = subprocess.run([sys.executable, "-c", CPUS_OF, address, str(workers)], capture_output=True,
-                                text=True, timeout=180, env=env)  # fmt: skip
-        if joined.stdout.strip() != str(workers):
-            raise RuntimeError(f"{joined.stdout.strip() or '?'} of {workers} CPUs joined: {joined.stderr[-900:]}")
+            _wait_for_cpus(address, joined, env, temp)
         yield address
     finally:
         for node in reversed(nodes):  # `ray start --block` stops its node's processes when terminated
