@@ -51,7 +51,7 @@ def check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
 
 
 RESUBMITS = 3  # a job whose worker process or node is lost is submitted again at most this many times
-NO_CPU_LIMIT_S = 120.0  # a cluster offering no CPU this long is taken as lost, not as one still scaling up
+NO_CPU_LIMIT_S = 600.0  # a cluster offering no CPU this long is lost: an autoscaler adds a node in minutes
 WAIT_STEP_S = 5.0
 
 

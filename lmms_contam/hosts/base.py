@@ -26,6 +26,11 @@ class ReadOptions:
     pair_differing_settings: bool = False
 
 
+def run_label(model: str, host: str) -> str:
+    """A model as a host other than lmms-eval names it, marked with that host: the report's rows stay apart."""
+    return f"{model} ({host})"
+
+
 class ExportRefused(Exception):
     """A set that cannot be exported as asked, with the reason; nothing was published."""
 

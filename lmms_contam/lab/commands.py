@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib.util
 from pathlib import Path
 
 from lmms_contam.commands.common import at_least, stop
@@ -20,8 +19,6 @@ def _with_overrides(setup, args: argparse.Namespace):
     if getattr(args, "host", lmms_eval.KEY) != lmms_eval.KEY:
         if args.flaws or args.judge_errors:
             raise ValueError("--flaws and --judge-errors run through lmms-eval only")
-        if args.host == inspect_ai.KEY and importlib.util.find_spec("inspect_ai") is None:
-            raise ValueError('--host inspect needs inspect-ai: pip install "lmms-contam[inspect]" (Python 3.11+)')
         setup = dataclasses.replace(setup, host=HOSTS[args.host])
     if getattr(args, "seeds", None):
         setup = dataclasses.replace(setup, seeds=tuple(int(s) for s in args.seeds.split(",")))

@@ -8,6 +8,7 @@ control and most contaminated models also run the peer detector tasks, to show w
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import time
 from collections import defaultdict
@@ -20,6 +21,7 @@ from scipy import stats as scipy_stats
 from lmms_contam.atomic import atomic_path
 from lmms_contam.detectors.registry import DETECTORS
 from lmms_contam.hosts import inspect_ai, vlmevalkit
+from lmms_contam.hosts.base import run_label
 from lmms_contam.hosts.lmms_eval import NAME as LMMS_EVAL
 from lmms_contam.hosts.readers import read_runs
 from lmms_contam.lab.evaluate import (
@@ -75,20 +77,38 @@ FULL = Setup()
 @dataclass(frozen=True)
 class ServedHost:
     """A harness that asks the models served on 127.0.0.1 through its API model: where its models and runs go
-    (under the demo's folder: models trained on another harness's prompt are other models), how it evaluates
-    them, and how the report labels a model it asked."""
+    (under the demo's folder: models trained on another harness's prompt are other models), the package it runs
+    from, how it evaluates them, and the name it asks a served model by."""
 
     folder: str
+    package: str
+    install: str
     evaluate: Callable[[dict[str, Path], Path, Path, Path], Path]
-    label: Callable[[str], str]
+    asked_as: Callable[[str], str] = str
 
 
 SERVED_HOSTS = {
-    vlmevalkit.NAME: ServedHost(vlmevalkit.KEY, evaluate_vlmevalkit, lambda name: f"{name} ({vlmevalkit.NAME})"),
+    vlmevalkit.NAME: ServedHost(
+        folder=vlmevalkit.KEY,
+        package="vlmeval",
+        install="the README's set-up command (ms-vlmeval)",
+        evaluate=evaluate_vlmevalkit,
+    ),
     inspect_ai.NAME: ServedHost(
-        inspect_ai.KEY, evaluate_inspect, lambda name: f"{inspect_model(name)} ({inspect_ai.NAME})"
+        folder=inspect_ai.KEY,
+        package="inspect_ai",
+        install='pip install "lmms-contam[inspect]" (Python 3.11+)',
+        evaluate=evaluate_inspect,
+        asked_as=inspect_model,
     ),
 }
+
+
+def require_host(host: str) -> None:
+    """Refuse before any model is trained when the harness that would evaluate them is not installed."""
+    served = SERVED_HOSTS.get(host)
+    if served and importlib.util.find_spec(served.package) is None:
+        raise ValueError(f"{host} is not installed here ({served.package} is missing): {served.install}")
 
 
 class SetupMismatch(ValueError):
@@ -252,6 +272,7 @@ def run_experiment(setup: Setup, out: str | Path) -> Outcome:
     """Build (or reuse) everything under `out`, then write report.{html,md,json} and experiment.json (for
     VLMEvalKit and inspect, with their models and runs, under `out/vlmevalkit` and `out/inspect`)."""
     started = time.monotonic()
+    require_host(setup.host)
     out = Path(out).resolve()  # lmms-eval records model folders as given: one spelling across runs
     claim_folder(out, setup)
     recipe = setup.recipe
@@ -331,7 +352,7 @@ def entries_of(spec: ModelSpec, results: list, models: Path, host: str = LMMS_EV
     """Report entries labelled with this model: lmms-eval names llava_hf runs by the `pretrained` folder, the
     other hosts by the name the served model was asked under."""
     if host in SERVED_HOSTS:
-        return [r for r in results if r.model == SERVED_HOSTS[host].label(served_name(spec))]
+        return [r for r in results if r.model == run_label(SERVED_HOSTS[host].asked_as(served_name(spec)), host)]
     return entries_for_folder(results, spec.folder(models))
 
 

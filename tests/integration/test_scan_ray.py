@@ -231,8 +231,8 @@ def _wait_for_cpus(address: str, cpus: int, env: dict, temp: str) -> None:
 def _local_cluster(workers: int) -> Iterator[str]:
     """A head with no CPUs of its own and `workers` nodes of one CPU each: `ray start --block` processes on this
     machine, so every task runs on a worker node. Yields the head's address once every worker has joined (each
-    is started once the one before it has). Its
-    files (and the address file a bare `ray.init()` would join) stay in a folder of its own, removed afterwards."""
+    is started once the one before it has). Its files (and the address file a bare `ray.init()` would join) stay
+    in a folder of its own, removed afterwards."""
     ray_cli = str(Path(sys.executable).parent / "ray")
     temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths must fit in 107 bytes
     (gcs,) = _free_ports(1)

@@ -56,3 +56,16 @@ def test_each_degree_is_its_own_fine_tuning_run(tmp_path, strategy):
     assert low.keys() == low_alone.keys() == high.keys()
     assert all(torch.equal(low[name], low_alone[name]) for name in low)
     assert any(not torch.equal(low[name], high[name]) for name in low)
+
+
+def test_a_demo_through_a_harness_that_is_not_installed_stops_before_any_training(tmp_path, monkeypatch):
+    """The served host's package is looked for first: a missing one is named with its install, nothing is made."""
+    import dataclasses
+
+    from lmms_contam.lab import experiment
+
+    missing = dataclasses.replace(experiment.SERVED_HOSTS["inspect-ai"], package="lmms_contam_no_such_harness")
+    monkeypatch.setitem(experiment.SERVED_HOSTS, "inspect-ai", missing)
+    with pytest.raises(ValueError, match=r"inspect-ai is not installed here .*lmms-contam\[inspect\]"):
+        experiment.run_experiment(dataclasses.replace(experiment.DEMO, host="inspect-ai"), tmp_path / "demo")
+    assert not (tmp_path / "demo").exists()

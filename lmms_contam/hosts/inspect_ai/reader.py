@@ -15,6 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from lmms_contam.detectors.registry import DETECTORS
+from lmms_contam.hosts.base import run_label
 from lmms_contam.hosts.inspect_ai import NAME, PACKAGE
 from lmms_contam.hosts.inspect_ai.log_files import log_files
 from lmms_contam.hosts.inspect_ai.samples import RECORD
@@ -133,7 +134,7 @@ def read_run(path: Path) -> Run | None:
         raise _refuse(path, f"states accuracy {stated}, but its samples score {accuracy:.6f}")
     return Run(
         path=path,
-        model=f"{log.eval.model} ({NAME})",
+        model=run_label(log.eval.model, NAME),
         benchmark=str(task["benchmark"]),
         family=str(task["family"]),
         items=items,

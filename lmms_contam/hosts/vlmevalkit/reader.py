@@ -16,6 +16,7 @@ from pathlib import Path
 
 from lmms_contam.detectors.circular import CIRCULAR
 from lmms_contam.detectors.registry import DETECTORS
+from lmms_contam.hosts.base import run_label
 from lmms_contam.hosts.leaderboard import BuiltinAnswer, pair_originals, paired_note
 from lmms_contam.hosts.vlmevalkit import NAME
 from lmms_contam.hosts.vlmevalkit.circular import circular_records
@@ -45,7 +46,7 @@ RANDOM = "Failed to predict, thus randomly generate one"  # the judge failed thr
 
 def model_label(result: ResultFile) -> str:
     """The model as VLMEvalKit names it, marked as its run: the report's rows stay apart from lmms-eval's."""
-    return f"{result.model} (VLMEvalKit)"
+    return run_label(result.model, NAME)
 
 
 def how_matched(result: ResultFile) -> tuple[str, tuple[str, ...]]:
