@@ -30,6 +30,8 @@ class DetectorSignal:
     n_excluded: int = 0  # CircularEval: items asked once, unrotated (counted in both accuracies)
     baseline: str = ""  # text-only: the base LLM whose text-only run is the reference; "" for chance
     flags_a_gain: bool = False  # text-only: answers right beyond the reference are the evidence, not a drop
+    # text-only against its base LLM's run: the gain is MMStar's multi-modal leakage (the detector says so)
+    gain_is_leakage: bool = False
 
     @property
     def signal(self) -> float:
@@ -43,7 +45,7 @@ class DetectorSignal:
     @property
     def multimodal_leakage(self) -> float | None:
         """MMStar's ML = max(0, S_wv - S_t), defined only against the base LLM's text-only score."""
-        return max(0.0, self.signal) if self.baseline and self.detector == "text_only" else None
+        return max(0.0, self.signal) if self.gain_is_leakage else None
 
     def as_dict(self) -> dict:
         return {**asdict(self), "signal": self.signal, "multimodal_leakage": self.multimodal_leakage}

@@ -4,6 +4,7 @@ options (or beyond the model's base LLM) mean the answer is in the text, or memo
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 from lmms_contam import stats
 from lmms_contam.detectors.base import AskedItem, Baseline, Detector, Order
@@ -42,7 +43,7 @@ def against_baseline(
     """MMStar's multi-modal leakage as its paper defines it: the model's accuracy without the image (S_wv)
     against its base LLM's text-only accuracy (S_t) on the same items, plain averages; exact McNemar on the
     paired answers."""
-    return gain_over_run(TEXT_ONLY, _asked(records), _asked(baseline_records), baseline)
+    return replace(gain_over_run(TEXT_ONLY, _asked(records), _asked(baseline_records), baseline), gain_is_leakage=True)
 
 
 def text_only_orders(_item: AskedItem) -> dict[str, Order | None]:

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 from helpers.fixtures import point_at_sets
 from helpers.harness import MASKED_OPTION_BENCHMARKS as MASKED
-from helpers.harness import metric, run_lmms_eval
+from helpers.harness import metric, run_lmms_eval_together
 from PIL import Image
 from scipy.stats import binomtest
 
@@ -95,9 +95,9 @@ def test_text_only_documents_carry_no_image_when_asked(with_sets, monkeypatch):
 # --- through the real lmms-eval CLI ---------------------------------------------------------------
 
 MODELS = {
-    "oracle": ["--model", "contam_test_oracle"],
-    "memoriser": ["--model", "contam_test_memoriser"],
-    "dummy": ["--model", "dummy", "--model_args", "response=A"],
+    "oracle": {"model": "contam_test_oracle"},
+    "memoriser": {"model": "contam_test_memoriser"},
+    "dummy": {"model": "dummy", "model_args": "response=A"},
 }
 OPTION_IN_PROMPT = {
     "inline": re.compile(r"(?:^|, )([A-Z]): (.*?)(?=, [A-Z]: |$)"),
@@ -111,7 +111,7 @@ def detector_runs(fixture_sets, tmp_path_factory):
     with pytest.MonkeyPatch.context() as monkeypatch:
         point_at_sets(monkeypatch, fixture_sets)
         out = tmp_path_factory.mktemp("detector-runs")
-        return {name: run_lmms_eval([*args, "--tasks", tasks], out / name) for name, args in MODELS.items()}
+        return run_lmms_eval_together({name: {**model, "tasks": tasks} for name, model in MODELS.items()}, out)
 
 
 def shown_options(benchmark: str, prompt: str) -> dict[str, str]:
