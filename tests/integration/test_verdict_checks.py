@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 from helpers.benchmark_fixtures import fixture_of
 from helpers.fixtures import write_hub_copy
-from helpers.harness import BUILTIN_TASKS, run_lmms_eval
+from helpers.harness import BUILTIN_TASKS, run_lmms_eval_together
 from helpers.loopback import LoopbackServer
 from helpers.loopback_vlm import ScriptedVLM, shown_in_export, shown_in_set
 from PIL import Image
@@ -144,21 +144,32 @@ def leaderboard_runs(fixture_sets, tmp_path_factory) -> dict[str, Path]:
     other = write_hub_copy("mmstar", another_version(rows), "original", folder / "other.parquet")
     leaderboard_task(include, "mmstar_other_version", other)
     model = ScriptedVLM(shown_in_set(rows) + shown_in_set(another_version(rows)))
-    runs = {}
     with pytest.MonkeyPatch.context() as monkeypatch, LoopbackServer(model) as server:
         monkeypatch.setenv("LMMS_CONTAM_DATASET_MMSTAR", str(fixture_sets["mmstar"]))
-        for name, policy, tasks, extra in (
-            ("random", "random", "mmstar_leaderboard,mmstar_other_version,mmstar_perturbed", []),
-            ("wrong", "wrong", "mmstar_leaderboard", []),
-            ("other_settings", "random", "mmstar_leaderboard", ["--gen_kwargs", "max_new_tokens=7"]),
-            ("system", "random", "mmstar_leaderboard", ["--system_instruction", "Answer briefly."]),
-        ):
-            args = ["--model", "openai", "--model_args", f"model_version={policy},base_url={server.base_url},"
-                    "api_key=none", "--include_path", str(include), "--tasks", tasks, *extra]  # fmt: skip
-            run = run_lmms_eval(args, folder / name)
-            assert run.results.get("results"), run.output[-3000:]
-            runs[name] = folder / name
-    return runs
+        asked = lambda policy: f"model_version={policy},base_url={server.base_url},api_key=none"  # noqa: E731
+        runs = {
+            "random": {
+                "tasks": "mmstar_leaderboard,mmstar_other_version,mmstar_perturbed",
+                "model_args": asked("random"),
+            },
+            "wrong": {"tasks": "mmstar_leaderboard", "model_args": asked("wrong")},
+            "other_settings": {
+                "tasks": "mmstar_leaderboard",
+                "model_args": asked("random"),
+                "gen_kwargs": "max_new_tokens=7",
+            },
+            "system": {
+                "tasks": "mmstar_leaderboard",
+                "model_args": asked("random"),
+                "system_instruction": "Answer briefly.",
+            },
+        }
+        done = run_lmms_eval_together(
+            {name: {"model": "openai", "include_path": str(include), **run} for name, run in runs.items()}, folder
+        )
+    for name, run in done.items():
+        assert run.results.get("results"), f"{name}: {run.output[-3000:]}"
+    return {name: run.folder for name, run in done.items()}
 
 
 def leaderboard_folder(runs: dict[str, Path], copy: Path, builtin: str = "mmstar_leaderboard") -> Path:
