@@ -96,6 +96,24 @@ def test_a_task_yaml_the_generator_cannot_carry_is_refused(tmp_path, monkeypatch
         task_files.generated()
 
 
+def test_a_text_answer_task_is_generated_only_where_the_binding_says_the_post_prompt_asks_for_the_letter(
+    tmp_path, monkeypatch
+):
+    """A detector asking for an option's text replaces the post-prompt: a binding declaring the letter request there
+    on a YAML with no post-prompt is refused, naming the file; a binding not declaring it gets no such task."""
+    base = Path(task_files.__file__).parents[2] / BINDINGS["synthetic"].own_task_yaml
+    own = tmp_path / "own.yaml"
+    own.write_text(base.read_text().replace("post_prompt:", "no_post_prompt:"))
+    monkeypatch.setitem(SPECS, TOY, replace(SPECS["synthetic"], name=TOY))
+    monkeypatch.setitem(BINDINGS, TOY, replace(BINDINGS["synthetic"], own_task_yaml=str(own)))
+    with pytest.raises(task_files.TaskFileError, match=r"own.yaml: no default post_prompt"):
+        task_files.generated()
+    monkeypatch.setitem(BINDINGS, TOY, replace(BINDINGS[TOY], letter_request_in_post_prompt=False))
+    files, _ = task_files.generated()
+    toy = {Path(path).stem for path in files if path.startswith(f"{TOY}/")}
+    assert toy == {f"{TOY}_{family}" for family in FAMILIES if family != "masked_option"}
+
+
 def _toy_benchmark(tmp_path: Path, monkeypatch) -> None:
     """A benchmark added to the registry and bound to lmms-eval in the test only (the only one, so its folder
     holds its tasks alone): MMStar's built-in task, layout and hub parser."""

@@ -102,3 +102,7 @@ class LmmsEvalBinding:
     # The built-in's aggregation functions (in its scorer's module) that compute from the samples alone, with no
     # judge, file or network: the report recomputes a built-in run's figures with them.
     builtin_aggregations: tuple[str, ...] = ()
+    # Its default post-prompt is the request for the option's letter (MMStar's "Answer with the option's letter..."),
+    # which a detector asking for an option's text replaces. Where the request is elsewhere (RealWorldQA's questions,
+    # the templates of SEED-Bench and MMMU) it cannot be replaced, and such a detector has no task.
+    letter_request_in_post_prompt: bool = False

@@ -171,6 +171,9 @@ class _Benchmark:
         if unknown:  # a block this generator would drop silently: say so instead
             raise TaskFileError(f"{path}: the task generator does not know how to carry {sorted(unknown)}")
         self.prompt = {key: self.base[key] for key in PROMPT_KEYS if key in self.base}
+        default = (self.prompt.get("lmms_eval_specific_kwargs") or {}).get("default") or {}
+        if bound.letter_request_in_post_prompt and not default.get("post_prompt"):
+            raise TaskFileError(f"{path}: no default post_prompt, where its binding says the letter is asked for")
         if bound.doc_to_target:
             self.prompt["doc_to_target"] = bound.doc_to_target
         builtin = self.base.get("metric_list", [])
@@ -223,13 +226,6 @@ class _Benchmark:
         }
         return self.task(family, tags, config, functions)
 
-    def prompt_asks_for_a_letter_after(self) -> bool:
-        """Its default prompt ends with a post-prompt asking for the letter (MMStar's "Answer with the option's
-        letter..."): a detector asking for a text answer replaces it. Where the request is elsewhere (in the
-        question: RealWorldQA; in the template: SEED-Bench, MMMU) it cannot, and has no task."""
-        default = (self.prompt.get("lmms_eval_specific_kwargs") or {}).get("default") or {}
-        return "letter" in str(default.get("post_prompt", ""))
-
     def tasks(self) -> Iterator[GeneratedTask]:
         spec, module = self.spec, self.module
         from_hub = spec.scannable  # the sets a user builds or fetches: the tag groups over benchmarks
@@ -243,7 +239,7 @@ class _Benchmark:
             yield self.local(CONTAM, detectors, _metric_entries(PAIRED_METRICS, module))
         if spec.option_layout:
             for detector in DETECTORS.values():
-                if detector.instruction and not self.prompt_asks_for_a_letter_after():
+                if detector.instruction and not BINDINGS[spec.name].letter_request_in_post_prompt:
                     continue
                 yield self.local(detector.name, detectors, _metric_entries(detector_metrics(detector), module))
         if spec.scannable:

@@ -35,4 +35,5 @@ BINDING = LmmsEvalBinding(
     ai2d_doc,
     builtin_yaml="ai2d/ai2d.yaml",
     applied_by_scorer=("filter_list",),
+    letter_request_in_post_prompt=True,
 )

@@ -44,4 +44,5 @@ BINDING = LmmsEvalBinding(
     mmbench_doc,
     builtin_yaml="mmbench/mmbench_en_dev_static.yaml",
     logged_id=lambda sample: str(sample["gpt_eval_score"]["index"]),
+    letter_request_in_post_prompt=True,
 )

@@ -27,4 +27,5 @@ BINDING = LmmsEvalBinding(
     builtin_yaml="mmstar/mmstar.yaml",
     logged_id=lambda sample: str(sample["average"]["question_id"]),
     builtin_aggregations=("mmstar_aggregate_results",),
+    letter_request_in_post_prompt=True,
 )

@@ -20,4 +20,5 @@ BINDING = LmmsEvalBinding(
     exact_match_scorer("lmms_eval.tasks.scienceqa.utils", "sqa_process_results"),
     scienceqa_doc,
     builtin_yaml="scienceqa/scienceqa_img.yaml",
+    letter_request_in_post_prompt=True,
 )
