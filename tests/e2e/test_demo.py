@@ -120,11 +120,14 @@ def _flaw_study_in_small(command: list[str], out: Path, demo_rows: dict, weights
     assert not (out / "flaws" / "eval" / "f0.00-unverified").exists()
     for model, row in demo_rows.items():
         assert rows[(0.0, False, model)]["row"]["delta"] == row["delta"]
-    # 40% flawed counterfactuals accuse the clean model and the control; verification clears them.
+    # 40% flawed counterfactuals pull the clean model's and the control's deltas down and accuse the clean model;
+    # verification clears both. (At 200 items the control's drop is not always significant: p 0.10 in one CI run.)
     for model in ("clean", "control-e30"):
         before, after = rows[(0.4, False, model)]["row"], rows[(0.4, True, model)]["row"]
-        assert before["delta"] < -0.05 and before["mcnemar_p"] < 0.05 and before["verdict"] == "contaminated"
+        assert before["delta"] < rows[(0.0, False, model)]["row"]["delta"] - 0.05
         assert after["verdict"] != "contaminated"
+    accused = rows[(0.4, False, "clean")]["row"]
+    assert accused["delta"] < -0.05 and accused["mcnemar_p"] < 0.05 and accused["verdict"] == "contaminated"
     assert study["first_accusing_rate"] == 0.4
     screened = {s["rate"]: s for s in study["screenings"]}
     assert screened[0.4]["flawed_removed_share"] > 0.75 and screened[0.0]["flawed_removed_share"] is None
