@@ -9,6 +9,7 @@ not evaluated again; any other is cleared and evaluated afresh.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -54,11 +55,21 @@ def resolving(test_set: Path, benchmark: str = "synthetic") -> Iterator[None]:
             os.environ[name] = before
 
 
-def complete(out: Path, tasks: tuple[str, ...]) -> bool:
-    """One results file, and the samples of every task (lmms-eval writes samples, then results)."""
-    if not out.exists() or len(list(out.rglob("*_results.json"))) != 1:
+def complete(out: Path, tasks: tuple[str, ...], model: Path) -> bool:
+    """One results file, of a run that loaded `model` (lmms-eval names a run by that folder: a run made before the
+    folder moved is redone), and the samples of every task (lmms-eval writes samples, then results)."""
+    results = list(out.rglob("*_results.json")) if out.exists() else []
+    if len(results) != 1:
         return False
-    return all(any(out.rglob(f"*_samples_{task}.jsonl")) for task in tasks)
+    loaded = json.loads(results[0].read_text()).get("config", {}).get("model_args", "")
+    return loaded == llava_args(model) and all(
+        any(out.rglob(f"*_samples_{task}.jsonl")) for task in tasks
+    )
+
+
+def llava_args(folder: Path) -> str:
+    """lmms-eval's `llava_hf` on the CPU, loading the model in `folder`."""
+    return f"pretrained={folder},device=cpu,device_map=cpu,dtype=float32"
 
 
 def executable(name: str, install: str) -> str:
@@ -82,7 +93,7 @@ def evaluate(
     Raises naming any model whose folder lacks a task's samples afterwards.
     """
     outputs = {name: out / name for name in models}
-    pending = {name: folder for name, folder in models.items() if not complete(outputs[name], tasks[name])}
+    pending = {name: folder for name, folder in models.items() if not complete(outputs[name], tasks[name], folder)}
     if pending:
         runs = []
         for name, folder in pending.items():
@@ -90,7 +101,7 @@ def evaluate(
             runs.append(
                 {
                     "model": "llava_hf",
-                    "model_args": f"pretrained={folder},device=cpu,device_map=cpu,dtype=float32",
+                    "model_args": llava_args(folder),
                     "tasks": ",".join(tasks[name]),
                     "batch_size": 1,
                     "log_samples": True,
@@ -111,7 +122,7 @@ def evaluate(
                 env=env,
                 check=False,
             )
-    missing = [name for name in models if not complete(outputs[name], tasks[name])]
+    missing = [name for name, folder in models.items() if not complete(outputs[name], tasks[name], folder)]
     if missing:
         raise EvaluationError(f"lmms-eval wrote no complete results for {', '.join(missing)}; see {log}")
     return outputs

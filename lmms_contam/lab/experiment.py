@@ -292,7 +292,7 @@ def run_experiment(setup: Setup, out: str | Path) -> Outcome:
     rows = [
         row_of(
             spec,
-            only_entry(entries_of(spec, analysed.results, models, setup.host)),
+            only_entry(entries_of(spec, analysed.results, models, setup.host), spec, models),
             entries_of(spec, analysed.detectors, models, setup.host),
         )
         for spec in specs
@@ -371,9 +371,13 @@ def entries_for_folder(results: list, folder: Path) -> list:
     return [r for r in results if r.model == str(folder) or f"pretrained={folder}," in r.model]
 
 
-def only_entry(found: list) -> analysis.BenchmarkResult:
+def only_entry(found: list, spec: ModelSpec, models: Path) -> analysis.BenchmarkResult:
+    """The one run of this model among those read; a clear error otherwise (a ValueError: the command exits 2)."""
     if len(found) != 1:
-        raise RuntimeError(f"{len(found)} report entries for one model; expected exactly one")
+        raise ValueError(
+            f"{len(found)} runs of {spec.name} (seed {spec.seed}, {spec.folder(models)}) among the runs read; "
+            "expected one (lmms-eval names a run by the model folder it loaded)"
+        )
     return found[0]
 
 

@@ -249,7 +249,9 @@ def experiment_runs(data: Path, specs: list[ModelSpec], out: Path) -> list[Path]
     test_set = experiment.test_set_path(out, json.loads(manifest_beside(data).read_text())["items"])
     runs = [experiment.evaluation_folder(out, spec.seed) / spec.name for spec in specs]
     same = test_set.is_file() and set_digest(test_set) == set_digest(data)
-    return runs if same and all(complete(run, (PERTURBATION_TASK,)) for run in runs) else []
+    loaded = [spec.folder(out / "models") for spec in specs]
+    finished = all(complete(run, (PERTURBATION_TASK,), model) for run, model in zip(runs, loaded, strict=True))
+    return runs if same and finished else []
 
 
 def set_digest(data: Path) -> str | None:
@@ -266,7 +268,7 @@ def restricted_rows(specs: list[ModelSpec], entries: list[ModelBenchmark], kept:
     (`shortcut_check` runs one subset directly to show it)."""
     rows = []
     for spec in specs:
-        entry = experiment.only_entry(experiment.entries_of(spec, entries, models))
+        entry = experiment.only_entry(experiment.entries_of(spec, entries, models), spec, models)
         (result,) = analysis.decide([analysis.analyse(_restricted(entry, kept))], CLEAN_ALPHA)
         rows.append(experiment.row_of(spec, result, []))
     return rows
@@ -288,7 +290,8 @@ def shortcut_check(
     )
     (direct,) = read_runs(outputs.values()).benchmarks
     restricted = _restricted(
-        experiment.only_entry(experiment.entries_of(spec, entries, out / "models")), set(direct.items)
+        experiment.only_entry(experiment.entries_of(spec, entries, out / "models"), spec, out / "models"),
+        set(direct.items),
     )
     correct = lambda entry: {(i, v): r.correct for i, vs in entry.items.items() for v, r in vs.items()}  # noqa: E731
     theirs = correct(direct)

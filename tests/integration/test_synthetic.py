@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import yaml
 
 from lmms_contam.hosts.lmms_eval.registration import tasks_dir
 from lmms_contam.lab import train
+from lmms_contam.lab.evaluate import complete, llava_args
 from lmms_contam.synthetic import benchmark
 
 
@@ -69,3 +71,16 @@ def test_a_demo_through_a_harness_that_is_not_installed_stops_before_any_trainin
     with pytest.raises(ValueError, match=r"inspect-ai is not installed here .*lmms-contam\[inspect\]"):
         experiment.run_experiment(dataclasses.replace(experiment.DEMO, host="inspect-ai"), tmp_path / "demo")
     assert not (tmp_path / "demo").exists()
+
+
+def test_a_run_is_reused_only_for_the_model_folder_it_loaded(tmp_path):
+    """lmms-eval names a run by the folder it loaded: after `--out` moves, the runs of the old folders are redone
+    (the experiment would find none of its models among them), as is a run missing a task's samples."""
+    run, model = tmp_path / "eval" / "clean", tmp_path / "models" / "clean"
+    (run / "model").mkdir(parents=True)
+    (run / "model" / "20261207_samples_synthetic_contam.jsonl").write_text("{}\n")
+    config = {"model": "llava_hf", "model_args": llava_args(model)}
+    (run / "model" / "20261207_results.json").write_text(json.dumps({"config": config}))
+    assert complete(run, ("synthetic_contam",), model)
+    assert not complete(run, ("synthetic_contam",), tmp_path / "moved" / "models" / "clean")
+    assert not complete(run, ("synthetic_contam", "synthetic_circular"), model)
