@@ -62,9 +62,7 @@ def complete(out: Path, tasks: tuple[str, ...], model: Path) -> bool:
     if len(results) != 1:
         return False
     loaded = json.loads(results[0].read_text()).get("config", {}).get("model_args", "")
-    return loaded == llava_args(model) and all(
-        any(out.rglob(f"*_samples_{task}.jsonl")) for task in tasks
-    )
+    return loaded == llava_args(model) and all(any(out.rglob(f"*_samples_{task}.jsonl")) for task in tasks)
 
 
 def llava_args(folder: Path) -> str:
