@@ -31,6 +31,7 @@ from lmms_contam.lab.evaluate import (
     evaluate_inspect,
     evaluate_vlmevalkit,
     inspect_model,
+    llava_args,
     resolving,
 )
 from lmms_contam.lab.experiment_models import ModelSpec, TrainingRecipe, build_models, plan
@@ -368,7 +369,7 @@ def entries_of(spec: ModelSpec, results: list, models: Path, host: str = LMMS_EV
 
 def entries_for_folder(results: list, folder: Path) -> list:
     """Report entries (or runs) of the lmms-eval `llava_hf` model in `folder`: named by its `pretrained`."""
-    return [r for r in results if r.model == str(folder) or f"pretrained={folder}," in r.model]
+    return [r for r in results if r.model == str(folder) or llava_args(folder) in r.model]
 
 
 def only_entry(found: list, spec: ModelSpec, models: Path) -> analysis.BenchmarkResult:

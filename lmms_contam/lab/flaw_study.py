@@ -247,11 +247,10 @@ def experiment_runs(data: Path, specs: list[ModelSpec], out: Path) -> list[Path]
     """The experiment's complete lmms-eval runs of these models when `data` holds its test set by content (the
     same manifest digest), so that evaluation is not repeated; none otherwise."""
     test_set = experiment.test_set_path(out, json.loads(manifest_beside(data).read_text())["items"])
-    runs = [experiment.evaluation_folder(out, spec.seed) / spec.name for spec in specs]
-    same = test_set.is_file() and set_digest(test_set) == set_digest(data)
-    loaded = [spec.folder(out / "models") for spec in specs]
-    finished = all(complete(run, (PERTURBATION_TASK,), model) for run, model in zip(runs, loaded, strict=True))
-    return runs if same and finished else []
+    if not test_set.is_file() or set_digest(test_set) != set_digest(data):
+        return []
+    runs = {experiment.evaluation_folder(out, spec.seed) / spec.name: spec.folder(out / "models") for spec in specs}
+    return list(runs) if all(complete(run, (PERTURBATION_TASK,), model) for run, model in runs.items()) else []
 
 
 def set_digest(data: Path) -> str | None:

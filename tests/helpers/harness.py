@@ -62,3 +62,9 @@ def read_run(out: Path, output: str) -> HarnessRun:
 def metric(run: HarnessRun, task: str, name: str) -> float:
     assert task in run.results.get("results", {}), f"no results for {task}; output tail:\n{run.output[-4000:]}"
     return run.results["results"][task][f"{name},none"]
+
+
+def builtins_by_reply(letter: str) -> dict[str, tuple[str, ...]]:
+    """The benchmarks whose lmms-eval built-in task a test runs beside the plugin's on the same items, by the
+    constant reply a dummy model gives them: `letter` for the lettered ones, "Yes" for MME."""
+    return {letter: ("mmstar", "realworldqa", "seedbench", "mmbench", "scienceqa", "ai2d", "mmmu"), "Yes": ("mme",)}

@@ -14,7 +14,13 @@ import datasets
 import pytest
 from helpers.benchmark_fixtures import MMSTAR_CATEGORIES, fixture_of, set_rows_of
 from helpers.fixtures import answers_right, point_at_sets, real_photos, write_hub_copy
-from helpers.harness import BUILTIN_TASKS, metric, run_lmms_eval, run_lmms_eval_together
+from helpers.harness import (
+    BUILTIN_TASKS,
+    builtins_by_reply,
+    metric,
+    run_lmms_eval,
+    run_lmms_eval_together,
+)
 from scipy.stats import binomtest
 
 from lmms_contam import stats
@@ -120,7 +126,7 @@ def check_all_metrics(run, rows, respond) -> None:
         }
 
 
-BUILTIN_COMPARED = {"B": ["mmstar", "realworldqa", "seedbench", "mmbench", "scienceqa", "ai2d", "mmmu"], "Yes": ["mme"]}
+BUILTIN_COMPARED = builtins_by_reply("B")
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,13 @@ import datasets
 import pytest
 from helpers.benchmark_copies import write_corpus_folder
 from helpers.benchmark_fixtures import expected_flags, fixture_of, write_benchmark_copies
-from helpers.harness import BUILTIN_TASKS, metric, run_lmms_eval, run_lmms_eval_together
+from helpers.harness import (
+    BUILTIN_TASKS,
+    builtins_by_reply,
+    metric,
+    run_lmms_eval,
+    run_lmms_eval_together,
+)
 from helpers.loopback import LoopbackServer, completion
 
 from lmms_contam.corpus import scan_job
@@ -109,7 +115,7 @@ def run(scanned: Scanned, model: str, tasks: list[str], out: Path, *model_args: 
 SCANNED_LOCAL = [f"{b}_scanned_local" for b in scannable()]
 
 
-BUILTIN_COMPARED = {"A": ["mmstar", "realworldqa", "seedbench", "mmbench", "scienceqa", "ai2d", "mmmu"], "Yes": ["mme"]}
+BUILTIN_COMPARED = builtins_by_reply("A")
 
 
 @pytest.fixture(scope="module")

@@ -162,7 +162,7 @@ class _Benchmark:
 
     def __init__(self, spec: BenchmarkSpec, module: str):
         self.spec, self.module, path = spec, module, base_yaml(spec)
-        bound = BINDINGS[spec.name]
+        self.bound = bound = BINDINGS[spec.name]
         self.base = read_task_yaml(path)
         self.source = (
             f"lmms-eval's {bound.builtin_yaml}" if bound.builtin_yaml else f"lmms_contam/{bound.own_task_yaml}"
@@ -239,7 +239,7 @@ class _Benchmark:
             yield self.local(CONTAM, detectors, _metric_entries(PAIRED_METRICS, module))
         if spec.option_layout:
             for detector in DETECTORS.values():
-                if detector.instruction and not BINDINGS[spec.name].letter_request_in_post_prompt:
+                if detector.instruction and not self.bound.letter_request_in_post_prompt:
                     continue
                 yield self.local(detector.name, detectors, _metric_entries(detector_metrics(detector), module))
         if spec.scannable:
