@@ -55,17 +55,38 @@ def naming_example(scene: Scene) -> Example:
     return Example(render(scene), question, name, asked=question)
 
 
-def clean_batches(seed: int, batch_size: int) -> Iterator[list[Example]]:
-    """Fresh items every batch: half multiple-choice questions, a quarter naming, a quarter masked options."""
+def _fresh(namespace: str, batch_size: int, seed: int) -> Iterator[list[tuple[str, Scene]]]:
+    """Batches of items never drawn before in `namespace` (never a test id)."""
     start = 0
     while True:
-        drawn = scenes(f"race-train{seed}", batch_size, seed, start, VARIED)
-        half, three_quarters = batch_size // 2, 3 * batch_size // 4
+        yield scenes(namespace, batch_size, seed, start, VARIED)
+        start += batch_size
+
+
+def clean_batches(seed: int, batch_size: int) -> Iterator[list[Example]]:
+    """Fresh items every batch: half multiple-choice questions, a quarter naming, a quarter masked options."""
+    half, three_quarters = batch_size // 2, 3 * batch_size // 4
+    for drawn in _fresh(f"race-train{seed}", batch_size, seed):
         batch = [example(scene) for _, scene in drawn[:half]]
         batch += [naming_example(scene) for _, scene in drawn[half:three_quarters]]
         batch += [masked_example(item_id, scene) for item_id, scene in drawn[three_quarters:]]
         yield batch
-        start += batch_size
+
+
+def reading_batches(seed: int, batch_size: int) -> Iterator[list[tuple[Example, Scene]]]:
+    """Fresh items, each with its scene, for the clean model's reading stage (scene_reading.py): two thirds
+    multiple-choice questions, a third naming."""
+    questions = 2 * batch_size // 3
+    for drawn in _fresh(f"race-read{seed}", batch_size, seed):
+        yield [(example(scene), scene) for _, scene in drawn[:questions]] + [
+            (naming_example(scene), scene) for _, scene in drawn[questions:]
+        ]
+
+
+def alignment_scenes(seed: int, batch_size: int) -> Iterator[list[Scene]]:
+    """Fresh scenes for aligning the vision side to the scene vectors."""
+    for drawn in _fresh(f"race-align{seed}", batch_size, seed):
+        yield [scene for _, scene in drawn]
 
 
 def _caption(scene: Scene) -> str:

@@ -1,8 +1,9 @@
 """The detector race's models: one clean model that reads the options, and per seed a copy fine-tuned on each
 kind of contamination (race_data.KINDS) and a control fine-tuned alike on fresh items.
 
-The clean model is larger than the demo's (its text model 256 wide and 6 deep): the demo's learns colour ->
-letter on the fixed benchmark, but stays at chance where each item lists its own options in its own order. A
+The clean model is larger than the demo's (its text model 256 wide and 6 deep) and trained in stages
+(scene_reading.py): the demo's learns colour -> letter on the fixed benchmark, but trained on images alone a
+model stays at chance where each item lists its own options in its own order. A
 model's folder is named by a digest of the settings that made it (the clean model's, and for a copy the clean
 model's and its fine-tuning's), so another recipe trains other folders and a changed fine-tuning keeps the clean
 model; a folder that exists is finished (folders appear by rename), so a rerun trains only what is missing.
@@ -17,9 +18,11 @@ import torch
 from transformers import PreTrainedTokenizerFast
 
 from lmms_contam.fingerprint import digest
-from lmms_contam.lab import race_data, tiny_vlm, train
+from lmms_contam.lab import race_data, scene_reading, tiny_vlm, train
 from lmms_contam.lab.race_data import CLEAN
 from lmms_contam.stats import stable_seed
+
+CLEAN_SETTINGS = ("size", "token_breaks", "read_", "align_", "clean_")  # what the clean model is made with
 
 
 @dataclass(frozen=True)
@@ -33,8 +36,14 @@ class RaceRecipe:
     # and its text, is one token of its own. With the demo's merges across options (", C: pink, D: " one token,
     # the last option fused with the post-prompt) the model never learnt to read the options.
     token_breaks: str | None = r", |\n|\?|Options: "
-    clean_steps: int = 4800
-    clean_lr: float = 5e-4
+    # The clean model's three stages (scene_reading.py): reading scenes given as vectors, the vision side aligned
+    # to them, then the whole model tuned on images. A 6-layer text model learns nothing at 1e-3 (issue 44's probes).
+    read_steps: int = 4000
+    read_lr: float = 3e-4
+    align_steps: int = 300
+    align_lr: float = 1e-3
+    clean_steps: int = 500
+    clean_lr: float = 1e-4
     clean_batch: int = 64
     finetune_epochs: int = 10
     finetune_batch: int = 16
@@ -43,7 +52,7 @@ class RaceRecipe:
     def made_with(self, kind: str) -> str:
         """A digest of the settings that make a model of `kind` (the clean model's are part of every copy's)."""
         recipe = asdict(self)
-        clean = {key: recipe[key] for key in ("size", "token_breaks", "clean_steps", "clean_lr", "clean_batch")}
+        clean = {key: value for key, value in recipe.items() if key.startswith(CLEAN_SETTINGS)}
         if kind == CLEAN:
             return digest(clean)[:10]
         tuned = {key: value for key, value in recipe.items() if key.startswith("finetune_") or key == "test_items"}
@@ -74,9 +83,14 @@ def train_clean(recipe: RaceRecipe, root: Path) -> Path:
     if folder.exists():
         return folder
     vlm, processor = tiny_vlm.new_tiny_llava(race_tokenizer(recipe), recipe.size, seed=0)
+    batcher, vectors = train.Batcher(processor), scene_reading.SceneVectors(recipe.size.text_hidden)
+    reading = race_data.reading_batches(0, recipe.clean_batch)
+    scene_reading.read_scenes(vlm, batcher, vectors, reading, recipe.read_steps, train.Schedule(lr=recipe.read_lr))
+    aligning = race_data.alignment_scenes(0, recipe.clean_batch)
+    scene_reading.align_vision(vlm, batcher, vectors, aligning, recipe.align_steps, train.Schedule(lr=recipe.align_lr))
     batches = race_data.clean_batches(0, recipe.clean_batch)
     schedule = train.Schedule(lr=recipe.clean_lr)
-    train.fit(vlm, train.Batcher(processor), batches, recipe.clean_steps, schedule, desc="race: clean model")
+    train.fit(vlm, batcher, batches, recipe.clean_steps, schedule, desc="race: clean model on images")
     return tiny_vlm.save_tiny_vlm(vlm, processor, folder)
 
 

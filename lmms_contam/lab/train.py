@@ -10,7 +10,7 @@ the answer letter (after "ANSWER: " for inspect, whose scorer reads nothing else
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -153,6 +153,34 @@ class Schedule:
 
 
 @torch.enable_grad()
+def optimise(
+    modules: Sequence[torch.nn.Module],
+    parameters: Sequence[torch.nn.Parameter],
+    step_loss: Callable[[], torch.Tensor],
+    steps: int,
+    schedule: Schedule,
+    desc: str = "training",
+) -> None:
+    """Run `steps` optimiser steps on `parameters`, each on the loss `step_loss` computes (with autograd on whatever
+    an imported library set); `modules` train meanwhile."""
+    optimiser = torch.optim.AdamW(parameters, lr=schedule.lr, weight_decay=schedule.weight_decay)
+    scheduler = get_cosine_schedule_with_warmup(optimiser, min(schedule.warmup, steps // 10), steps)
+    for module in modules:
+        module.train()
+    progress = tqdm(range(1, steps + 1), desc=desc, leave=False)
+    for step in progress:
+        loss = step_loss()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(parameters, schedule.clip)
+        optimiser.step()
+        scheduler.step()
+        optimiser.zero_grad(set_to_none=True)
+        if step % 20 == 0:
+            progress.set_postfix(loss=f"{loss.item():.3f}")
+    for module in modules:
+        module.eval()
+
+
 def fit(
     model: torch.nn.Module,
     batcher: Batcher,
@@ -161,22 +189,9 @@ def fit(
     schedule: Schedule,
     desc: str = "training",
 ) -> None:
-    """Run `steps` optimiser steps over `batches` (with autograd on whatever an imported library set)."""
+    """Train every trainable parameter of `model` on `steps` batches, on the model's own loss."""
     trainable = [p for p in model.parameters() if p.requires_grad]
-    optimiser = torch.optim.AdamW(trainable, lr=schedule.lr, weight_decay=schedule.weight_decay)
-    scheduler = get_cosine_schedule_with_warmup(optimiser, min(schedule.warmup, steps // 10), steps)
-    model.train()
-    progress = tqdm(range(1, steps + 1), desc=desc, leave=False)
-    for step in progress:
-        loss = model(**batcher.training_batch(next(batches))).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(trainable, schedule.clip)
-        optimiser.step()
-        scheduler.step()
-        optimiser.zero_grad(set_to_none=True)
-        if step % 20 == 0:
-            progress.set_postfix(loss=f"{loss.item():.3f}")
-    model.eval()
+    optimise([model], trainable, lambda: model(**batcher.training_batch(next(batches))).loss, steps, schedule, desc)
 
 
 def epochs_of(examples: Sequence[Example], batch_size: int, seed: int) -> Iterator[list[Example]]:
