@@ -47,7 +47,10 @@ class RaceRecipe:
     clean_batch: int = 64
     finetune_epochs: int = 10
     finetune_batch: int = 16
-    finetune_lr: float = 5e-4
+    # Full fine-tuning at 5e-4 undid the staged model's reading in a probe (a control's CircularEval on clear items
+    # 0.58, the clean model's 0.84); at 1e-4 the control kept 0.76 and the leaked items were still learnt (0.96
+    # right, 0.69 on their counterfactuals; the control 0.72 and 0.70).
+    finetune_lr: float = 1e-4
 
     def made_with(self, kind: str) -> str:
         """A digest of the settings that make a model of `kind` (the clean model's are part of every copy's)."""
