@@ -3,10 +3,10 @@ kind of contamination (race_data.KINDS) and a control fine-tuned alike on fresh 
 
 The clean model is larger than the demo's (its text model 256 wide and 6 deep) and trained in stages
 (scene_reading.py): the demo's learns colour -> letter on the fixed benchmark, but trained on images alone a
-model stays at chance where each item lists its own options in its own order. A
-model's folder is named by a digest of the settings that made it (the clean model's, and for a copy the clean
-model's and its fine-tuning's), so another recipe trains other folders and a changed fine-tuning keeps the clean
-model; a folder that exists is finished (folders appear by rename), so a rerun trains only what is missing.
+model stays at chance where each item lists its own options in its own order. A model's folder is named by a
+digest of the settings that made it (the clean model's, and for a copy the clean model's and its fine-tuning's),
+so another recipe trains other folders and a changed fine-tuning keeps the clean model; a folder that exists is
+finished (folders appear by rename), so a rerun trains only what is missing.
 """
 
 from __future__ import annotations
@@ -47,9 +47,9 @@ class RaceRecipe:
     clean_batch: int = 64
     finetune_epochs: int = 10
     finetune_batch: int = 16
-    # Full fine-tuning at 5e-4 undid the staged model's reading in a probe (a control's CircularEval on clear items
-    # 0.58, the clean model's 0.84); at 1e-4 the control kept 0.76 and the leaked items were still learnt (0.96
-    # right, 0.69 on their counterfactuals; the control 0.72 and 0.70).
+    # Full fine-tuning at 5e-4 undid the staged model's reading in a throw-away probe (seed 0): a control's
+    # CircularEval on clear items 0.58, the clean model's 0.84. At 1e-4 the control kept 0.76 and the leaked items
+    # were still learnt (0.96 right, 0.69 on their counterfactuals; the control 0.72 and 0.70).
     finetune_lr: float = 1e-4
 
     def made_with(self, kind: str) -> str:

@@ -14,9 +14,10 @@ aligned to it; so here:
    error, the language model untouched): LLaVA's projector pre-training.
 3. Tuning: the whole model on images (train.fit), the masked-option format among its tasks.
 
-The scene vectors are a training aid only: the saved model is a plain LLaVA that reads images. In the probe of
-this recipe (issue 44) 3500 reading steps gave 0.91 of held-out clear items right with the scenes as vectors,
-300 alignment steps the same from the images, and 500 tuning steps 0.91 with all four rotations right on 0.84.
+The scene vectors are a training aid only: the saved model is a plain LLaVA that reads images. In a throw-away
+probe of this recipe (issue 44; constant learning rates, where the recipe's are cosine) 3500 reading steps gave
+0.91 of held-out clear items right with the scenes as vectors, 300 alignment steps the same from the images, and
+500 tuning steps 0.91 with all four rotations right on 0.84.
 """
 
 from __future__ import annotations
@@ -106,7 +107,8 @@ def read_scenes(
 
 
 def image_features(vlm: nn.Module, pixels: torch.Tensor) -> torch.Tensor:
-    """(images, cells, width): what the vision side puts where the image tokens stand."""
+    """(images, cells, width): what the vision side puts where the image tokens stand (transformers 4 returns the
+    features, 5 an output whose pooler_output lists them per image; pyproject allows both)."""
     out = vlm.model.get_image_features(
         pixel_values=pixels, vision_feature_layer=-1, vision_feature_select_strategy="default"
     )

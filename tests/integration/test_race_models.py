@@ -6,6 +6,8 @@ from dataclasses import replace
 
 from lmms_contam.lab.race_models import CLEAN, RaceModel, RaceRecipe, plan
 
+STAGES = ("read", "align", "clean")  # the clean model's stages: reading scenes, alignment, tuning on images
+
 
 def test_a_models_folder_names_the_settings_that_made_it(tmp_path):
     recipe = RaceRecipe()
@@ -14,7 +16,8 @@ def test_a_models_folder_names_the_settings_that_made_it(tmp_path):
     longer = replace(recipe, finetune_epochs=recipe.finetune_epochs + 5)
     assert RaceModel(CLEAN).folder(tmp_path, longer) == folders[RaceModel(CLEAN)]  # the clean model is kept
     assert RaceModel("control", 1).folder(tmp_path, longer) != folders[RaceModel("control", 1)]
-    for changed in (replace(recipe, clean_steps=recipe.clean_steps + 1), replace(recipe, token_breaks="[,]")):
+    every_stage = [replace(recipe, **{f"{stage}_steps": getattr(recipe, f"{stage}_steps") + 1}) for stage in STAGES]
+    for changed in (*every_stage, replace(recipe, token_breaks="[,]")):
         assert not {model.folder(tmp_path, changed) for model in folders} & set(folders.values())
 
 
