@@ -16,7 +16,12 @@ from dataclasses import dataclass
 import torch
 from PIL import Image
 from tqdm.auto import tqdm
-from transformers import LlavaForConditionalGeneration, LlavaProcessor, get_cosine_schedule_with_warmup
+from transformers import (
+    LlavaForConditionalGeneration,
+    LlavaProcessor,
+    get_constant_schedule_with_warmup,
+    get_cosine_schedule_with_warmup,
+)
 
 from lmms_contam.detectors.options import question_stem
 from lmms_contam.hosts import inspect_ai
@@ -144,10 +149,11 @@ class Batcher:
 
 @dataclass(frozen=True)
 class Schedule:
-    """AdamW with warm-up and cosine decay, clipped gradients."""
+    """AdamW with warm-up and cosine decay (or none), clipped gradients."""
 
     lr: float
     warmup: int = 100
+    decay: bool = True  # False: the peak learning rate after warm-up to the end
     weight_decay: float = 0.01
     clip: float = 1.0
 
@@ -164,7 +170,11 @@ def optimise(
     """Run `steps` optimiser steps on `parameters`, each on the loss `step_loss` computes (with autograd on whatever
     an imported library set); `modules` train meanwhile."""
     optimiser = torch.optim.AdamW(parameters, lr=schedule.lr, weight_decay=schedule.weight_decay)
-    scheduler = get_cosine_schedule_with_warmup(optimiser, min(schedule.warmup, steps // 10), steps)
+    warmup = min(schedule.warmup, steps // 10)
+    if schedule.decay:
+        scheduler = get_cosine_schedule_with_warmup(optimiser, warmup, steps)
+    else:
+        scheduler = get_constant_schedule_with_warmup(optimiser, warmup)
     for module in modules:
         module.train()
     progress = tqdm(range(1, steps + 1), desc=desc, leave=False)

@@ -17,7 +17,7 @@ def test_a_models_folder_names_the_settings_that_made_it(tmp_path):
     assert RaceModel(CLEAN).folder(tmp_path, longer) == folders[RaceModel(CLEAN)]  # the clean model is kept
     assert RaceModel("control", 1).folder(tmp_path, longer) != folders[RaceModel("control", 1)]
     every_stage = [replace(recipe, **{f"{stage}_steps": getattr(recipe, f"{stage}_steps") + 1}) for stage in STAGES]
-    for changed in (*every_stage, replace(recipe, token_breaks="[,]")):
+    for changed in (*every_stage, replace(recipe, token_breaks="[,]"), replace(recipe, clean_lr_decay=True)):
         assert not {model.folder(tmp_path, changed) for model in folders} & set(folders.values())
 
 

@@ -20,6 +20,16 @@ def test_training_prompt_uses_the_tasks_post_prompt():
     assert task["lmms_eval_specific_kwargs"]["default"]["post_prompt"] == train.POST_PROMPT
 
 
+@pytest.mark.parametrize(("decay", "moved"), [(False, 1.0), (True, 0.5)])
+def test_a_schedule_without_decay_keeps_its_peak_learning_rate(decay, moved):
+    """Under a constant gradient each AdamW step moves a weight by the step's learning rate: 100 steps at 0.01
+    move it by 1.0 without decay, by half that under cosine decay to zero."""
+    weight = torch.nn.Parameter(torch.zeros(3))
+    schedule = train.Schedule(lr=0.01, warmup=0, weight_decay=0.0, decay=decay)
+    train.optimise([], [weight], lambda: weight.sum(), 100, schedule)
+    assert torch.allclose(-weight.detach(), torch.full((3,), moved), atol=0.01)
+
+
 def test_image_only_rates_find_the_test_items_only_where_they_were_trained_on(tmp_path):
     from lmms_contam.lab.experiment import rate_check
     from lmms_contam.lab.experiment_models import TrainingRecipe
