@@ -21,7 +21,7 @@ from lmms_contam.hosts.readers import read_runs
 from lmms_contam.lab.evaluate import evaluate, resolving
 from lmms_contam.lab.experiment import Check, entries_for_folder
 from lmms_contam.lab.race_models import CLEAN, RaceModel, RaceRecipe, build_race_models
-from lmms_contam.lab.race_table import PERTURBATION, Flag, RaceOutcome, plot, race_table, rates
+from lmms_contam.lab.race_table import PERTURBATION, Flag, RaceOutcome, inflation, plot, race_table, rates
 from lmms_contam.report import analysis
 from lmms_contam.report.build import build as build_report
 from lmms_contam.report.inputs import Loaded
@@ -52,11 +52,17 @@ def run_race(recipe: RaceRecipe, out: str | Path) -> RaceOutcome:
     outcome = RaceOutcome(
         flags={model.name: _flags(analysed, folder) for model, folder in folders.items()},
         kinds={model.name: model.kind for model in folders},
+        scores={model.name: _original_accuracy(analysed, folder) for model, folder in folders.items()},
     )
     outcome.checks = [*reads_the_options(loaded, analysed, folders[RaceModel(CLEAN)]), *perturbation_holds(outcome)]
     outcome.seconds = time.monotonic() - started
     _write(outcome, recipe, out)
     return outcome
+
+
+def _original_accuracy(analysed: analysis.Analysed, folder: Path) -> float:
+    (result,) = entries_for_folder(analysed.results, folder)
+    return result.comparison.acc_original
 
 
 def _flags(analysed: analysis.Analysed, folder: Path) -> dict[str, Flag]:
@@ -127,6 +133,8 @@ def _write(outcome: RaceOutcome, recipe: RaceRecipe, out: Path) -> None:
         "kinds": outcome.kinds,
         "flags": {name: {d: asdict(f) for d, f in flags.items()} for name, flags in outcome.flags.items()},
         "rates": rates(outcome),
+        "scores": outcome.scores,
+        "inflation": inflation(outcome),
         "checks": [asdict(c) for c in outcome.checks],
         "passed": outcome.passed,
         "seconds": round(outcome.seconds, 1),

@@ -29,6 +29,7 @@ class Flag:
 class RaceOutcome:
     flags: dict[str, dict[str, Flag]]  # model name -> detector (or PERTURBATION) -> its reading
     kinds: dict[str, str]  # model name -> its kind (CLEAN, a kind of contamination, or the control)
+    scores: dict[str, float] = field(default_factory=dict)  # model name -> accuracy on the original items
     checks: list[Check] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -70,12 +71,24 @@ def _cell(hits: int, n: int) -> str:
     return f"{hits}/{n} [{low:.2f}, {high:.2f}]"
 
 
+def inflation(outcome: RaceOutcome) -> dict[str, tuple[float, float]]:
+    """Per kind of model: (its mean accuracy on the original items, that minus the controls' mean). A detector
+    can only be asked to find a leak that did something: this says how much each kind raised the score."""
+    by_kind: dict[str, list[float]] = {}
+    for name, kind in outcome.kinds.items():
+        by_kind.setdefault(kind, []).append(outcome.scores[name])
+    means = {kind: sum(scores) / len(scores) for kind, scores in by_kind.items()}
+    return {kind: (mean, mean - means[race_data.CONTROL]) for kind, mean in means.items()}
+
+
 def race_table(outcome: RaceOutcome) -> str:
     table = rates(outcome)
     columns = list(next(iter(table.values())))
     lines = ["| detector | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
     for label, row in table.items():
         lines.append(f"| {label} | " + " | ".join(_cell(hits, n) for hits, n in row.values()) + " |")
+    lines += ["", "| model kind | accuracy on the original items (mean) | minus the controls' |", "|---|---|---|"]
+    lines += [f"| {kind} | {mean:.3f} | {gain:+.3f} |" for kind, (mean, gain) in inflation(outcome).items()]
     lines += ["", *(f"- [{'x' if c.passed else ' '}] {c.claim}: {c.detail}" for c in outcome.checks)]
     return "\n".join(lines)
 

@@ -5,7 +5,16 @@ from __future__ import annotations
 import pytest
 from scipy.stats import beta
 
-from lmms_contam.lab.race_table import PERTURBATION, Flag, RaceOutcome, detectors, exact_interval, race_table, rates
+from lmms_contam.lab.race_table import (
+    PERTURBATION,
+    Flag,
+    RaceOutcome,
+    detectors,
+    exact_interval,
+    inflation,
+    race_table,
+    rates,
+)
 
 
 def _outcome(flagged: dict[str, set[str]]) -> RaceOutcome:
@@ -16,7 +25,8 @@ def _outcome(flagged: dict[str, set[str]]) -> RaceOutcome:
         kinds[f"text_only-seed{seed}"] = "text_only"
     keys = [PERTURBATION, "circular", "option_shuffle", "text_only", "masked_option"]
     flags = {name: {k: Flag(-0.1, 0.01, name in flagged.get(k, set())) for k in keys} for name in kinds}
-    return RaceOutcome(flags=flags, kinds=kinds)
+    scores = {name: 0.6 + 0.1 * (kind == "text_only") + 0.01 * i for i, (name, kind) in enumerate(kinds.items())}
+    return RaceOutcome(flags=flags, kinds=kinds, scores=scores)
 
 
 def test_rates_count_false_accusations_over_clean_and_controls_and_detections_per_kind():
@@ -28,6 +38,14 @@ def test_rates_count_false_accusations_over_clean_and_controls_and_detections_pe
     assert table[PERTURBATION]["image_question_answer"] == (0, 0)  # no such model here: an empty column
     low, high = exact_interval(2, 3)
     assert f"| text-only | 1/4 [0.01, 0.81] | - | 2/3 [{low:.2f}, {high:.2f}] | - | - |" in race_table(outcome)
+
+
+def test_each_kinds_score_is_set_against_the_controls():
+    """Scores 0.60 + 0.01 per model in plan order, text-only models 0.10 higher: controls 0.61, 0.63, 0.65."""
+    found = inflation(_outcome({}))
+    assert found["control"] == pytest.approx((0.63, 0.0))
+    assert found["text_only"] == pytest.approx((0.74, 0.11)) and found["clean"] == pytest.approx((0.60, -0.03))
+    assert "| text_only | 0.740 | +0.110 |" in race_table(_outcome({}))
 
 
 @pytest.mark.parametrize(("hits", "n"), [(0, 4), (1, 4), (3, 3), (2, 3), (7, 20)])
