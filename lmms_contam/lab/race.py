@@ -49,10 +49,11 @@ def run_race(recipe: RaceRecipe, out: str | Path) -> RaceOutcome:
     loaded = read_runs(list(runs.values()))
     with resolving(test_set, VARIED.name):
         analysed, _ = build_report(loaded, alpha=ALPHA, markdown=out / "report.md", json_path=out / "report.json")
+    paired = {model: _paired(analysed, folder) for model, folder in folders.items()}
     outcome = RaceOutcome(
-        flags={model.name: _flags(analysed, folder) for model, folder in folders.items()},
+        flags={model.name: _flags(paired[model], analysed, folder) for model, folder in folders.items()},
         kinds={model.name: model.kind for model in folders},
-        scores={model.name: _original_accuracy(analysed, folder) for model, folder in folders.items()},
+        scores={model.name: result.comparison.acc_original for model, result in paired.items()},
     )
     outcome.checks = [*reads_the_options(loaded, analysed, folders[RaceModel(CLEAN)]), *perturbation_holds(outcome)]
     outcome.seconds = time.monotonic() - started
@@ -60,13 +61,13 @@ def run_race(recipe: RaceRecipe, out: str | Path) -> RaceOutcome:
     return outcome
 
 
-def _original_accuracy(analysed: analysis.Analysed, folder: Path) -> float:
+def _paired(analysed: analysis.Analysed, folder: Path) -> analysis.BenchmarkResult:
+    """The model's one paired result (the race runs one benchmark)."""
     (result,) = entries_for_folder(analysed.results, folder)
-    return result.comparison.acc_original
+    return result
 
 
-def _flags(analysed: analysis.Analysed, folder: Path) -> dict[str, Flag]:
-    (result,) = entries_for_folder(analysed.results, folder)
+def _flags(result: analysis.BenchmarkResult, analysed: analysis.Analysed, folder: Path) -> dict[str, Flag]:
     flags = {
         PERTURBATION: Flag(
             result.comparison.delta, result.comparison.mcnemar_p, result.verdict == analysis.CONTAMINATED

@@ -29,7 +29,7 @@ class Flag:
 class RaceOutcome:
     flags: dict[str, dict[str, Flag]]  # model name -> detector (or PERTURBATION) -> its reading
     kinds: dict[str, str]  # model name -> its kind (CLEAN, a kind of contamination, or the control)
-    scores: dict[str, float] = field(default_factory=dict)  # model name -> accuracy on the original items
+    scores: dict[str, float]  # model name -> accuracy on the original items
     checks: list[Check] = field(default_factory=list)
     seconds: float = 0.0
 

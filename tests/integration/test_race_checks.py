@@ -61,6 +61,7 @@ def test_semantic_perturbation_must_flag_every_seed_of_the_papers_contamination(
     outcome = RaceOutcome(
         flags={name: {PERTURBATION: flag} for name, flag in flags.items()},
         kinds={name: name.rsplit("-", 1)[0] for name in flags},
+        scores=dict.fromkeys(flags, 0.9),
     )
     checks = perturbation_holds(outcome)
     assert [check.passed for check in checks] == [True, False, False]  # one per seed of kind (a), none for controls
