@@ -94,6 +94,12 @@ BASELINE_OPTIONS = {
         "the base LLM's output of the *_text_only tasks: text-only leakage is then MMStar's multi-modal leakage, "
         "max(0, S_wv - S_t), with S_t that run's accuracy on the same items (default: against chance, 1 / options)",
     ),
+    "--circular-reference": (
+        "circular",
+        "a clean reference model's output of the *_circular tasks: CircularEval is then the model's drop beyond "
+        "that model's on the same items (default: against no drop, which flags any model that does not read the "
+        "options perfectly)",
+    ),
     "--masked-option-reference": (
         "masked_option",
         "a clean reference model's output of the *_masked_option tasks: masked-option guessing is then measured "

@@ -29,11 +29,12 @@ class AskedItem:
 @dataclass(frozen=True)
 class Baseline:
     """Another model's run of a detector's versions as its reference, in place of its own (MMStar's multi-modal
-    leakage: a base LLM's text-only run; masked-option guessing: a clean reference model's run)."""
+    leakage: a base LLM's text-only run; masked-option guessing and CircularEval: a clean reference model's run)."""
 
     option: str  # the report's option naming that run (commands/reporting.py spells it, with its help)
     # The signal given (records, the other run's records, that model's name).
     signal: Callable[[Iterable[ContamRecord], Iterable[ContamRecord], str], DetectorSignal]
+    default: str = ""  # what the cell says it is measured against without that run ("chance"), if anything
 
 
 @dataclass(frozen=True, kw_only=True)

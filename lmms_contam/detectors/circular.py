@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from lmms_contam.detectors.base import AskedItem, Detector, Order
+from lmms_contam import stats
+from lmms_contam.detectors.base import AskedItem, Baseline, Detector, Order
 from lmms_contam.detectors.options import names_option_letters, rotations
-from lmms_contam.detectors.signals import DetectorSignal, Versions, order_signal, versions_by_item
+from lmms_contam.detectors.signals import DetectorSignal, Versions, order_signal, shared_items, versions_by_item
 from lmms_contam.records import ContamRecord
 
 CIRCULAR = "circular"
@@ -29,19 +30,54 @@ def owns(variant: str) -> bool:
     return variant.startswith("rotation") or variant in (UNROTATED, ALL_ROTATIONS)
 
 
-def circular_signal(records: Iterable[ContamRecord], averages_strata: bool = True) -> DetectorSignal:
-    def complete(versions: Versions) -> bool:
-        n = next(iter(versions.values())).n_options
-        return set(versions) in ({f"rotation{r}" for r in range(n)}, {UNROTATED}, {"rotation0", ALL_ROTATIONS})
+def _complete(versions: Versions) -> bool:
+    n = next(iter(versions.values())).n_options
+    return set(versions) in ({f"rotation{r}" for r in range(n)}, {UNROTATED}, {"rotation0", ALL_ROTATIONS})
 
-    items = versions_by_item(records, complete)
+
+def _in_order(versions: Versions) -> ContamRecord:
+    return versions.get("rotation0") or versions[UNROTATED]
+
+
+def _every_rotation_right(versions: Versions) -> int:
+    return int(all(r.correct for r in versions.values()))
+
+
+def circular_signal(records: Iterable[ContamRecord], averages_strata: bool = True) -> DetectorSignal:
+    items = versions_by_item(records, _complete)
     return order_signal(
         CIRCULAR,
         items,
-        reference=lambda versions: versions.get("rotation0") or versions[UNROTATED],
-        changed=lambda versions: int(all(r.correct for r in versions.values())),
+        reference=_in_order,
+        changed=_every_rotation_right,
         n_excluded=sum(UNROTATED in versions for versions in items.values()),
         averages_strata=averages_strata,
+    )
+
+
+def against_reference(
+    records: Iterable[ContamRecord], reference_records: Iterable[ContamRecord], reference: str
+) -> DetectorSignal:
+    """The model's CircularEval drop beyond a clean reference model's on the same items: any reader that is not
+    perfect loses items under rotation, so the drop against zero accuses clean models too. Per item, whether
+    rotation loses it (right in order, not in every rotation); exact McNemar on the pairs, plain averages.
+    `reference` and `score` are the two models' drops (circular minus vanilla accuracy)."""
+
+    def kept(versions: Versions) -> int:
+        return int(not _in_order(versions).correct or _every_rotation_right(versions))
+
+    ours, theirs = versions_by_item(records, _complete), versions_by_item(reference_records, _complete)
+    shared = shared_items(CIRCULAR, ours, theirs, reference)
+    comparison = stats.compare_paired(shared, [kept(theirs[i]) for i in shared], [kept(ours[i]) for i in shared])
+    return DetectorSignal(
+        detector=CIRCULAR,
+        n_items=comparison.n_pairs,
+        reference=comparison.acc_original - 1.0,
+        score=comparison.acc_perturbed - 1.0,
+        p_value=comparison.mcnemar_p,
+        n_changed=sum(not kept(ours[i]) for i in shared),
+        n_excluded=sum(UNROTATED in ours[i] for i in shared),
+        baseline=reference,
     )
 
 
@@ -64,4 +100,8 @@ DETECTOR = Detector(
     owns=owns,
     signal=circular_signal,
     leaves_out_items=True,
+    baseline=Baseline(
+        option="--circular-reference",
+        signal=against_reference,
+    ),
 )

@@ -114,6 +114,7 @@ DETECTOR = Detector(
     baseline=Baseline(
         option="--masked-option-reference",
         signal=against_reference,
+        default="chance",
     ),
     hides=hidden_option,
     instruction=INSTRUCTION,

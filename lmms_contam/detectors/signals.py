@@ -23,12 +23,14 @@ DETECTOR_FIELDS = ("reference", "score", "signal", "p_value", "n_items", "n_chan
 class DetectorSignal:
     detector: str
     n_items: int
-    reference: float  # accuracy in the original order, or chance for text-only
-    score: float  # circular accuracy, accuracy with shuffled options, or accuracy without the image
+    # accuracy in the original order, or chance for text-only; against another model's run (`baseline`), that
+    # model's figure: its accuracy, or for CircularEval its drop
+    reference: float
+    score: float  # circular accuracy, accuracy with shuffled options, or accuracy without the image; or the drop
     p_value: float  # exact McNemar against the reference; one-sided Poisson-binomial for text-only
     n_changed: int  # right in the original order but not under rotation/shuffle; text-only: items right
     n_excluded: int = 0  # CircularEval: items asked once, unrotated (counted in both accuracies)
-    baseline: str = ""  # text-only: the base LLM whose text-only run is the reference; "" for chance
+    baseline: str = ""  # the model whose run is the reference (text-only: the base LLM); "" for none
     flags_a_gain: bool = False  # text-only: answers right beyond the reference are the evidence, not a drop
     # text-only against its base LLM's run: the gain is MMStar's multi-modal leakage (the detector says so)
     gain_is_leakage: bool = False
@@ -100,18 +102,24 @@ def order_signal(
     )
 
 
-def gain_over_run(
-    detector: str, ours: dict[str, ContamRecord], theirs: dict[str, ContamRecord], baseline: str
-) -> DetectorSignal:
-    """A detector's right answers against another model's on the same items (`ours` and `theirs`: item -> its
-    one version's record), plain averages, exact McNemar on the pairs; the evidence is a gain. Items the other
-    run lacks are left out with a warning."""
+def shared_items(detector: str, ours: dict[str, object], theirs: dict[str, object], baseline: str) -> list[str]:
+    """The items both runs scored; those the other run lacks are left out with a warning."""
     shared = sorted(set(ours) & set(theirs))
     if len(shared) < len(ours):
         logger.warning(
             f"lmms-contam: the {detector} baseline {baseline} lacks {len(ours) - len(shared)} of the "
             f"{len(ours)} item(s); the comparison uses the {len(shared)} in both"
         )
+    return shared
+
+
+def gain_over_run(
+    detector: str, ours: dict[str, ContamRecord], theirs: dict[str, ContamRecord], baseline: str
+) -> DetectorSignal:
+    """A detector's right answers against another model's on the same items (`ours` and `theirs`: item -> its
+    one version's record), plain averages, exact McNemar on the pairs; the evidence is a gain. Items the other
+    run lacks are left out with a warning."""
+    shared = shared_items(detector, ours, theirs, baseline)
     comparison = stats.compare_paired(shared, [theirs[i].correct for i in shared], [ours[i].correct for i in shared])
     return DetectorSignal(
         detector=detector,

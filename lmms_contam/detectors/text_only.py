@@ -72,5 +72,6 @@ DETECTOR = Detector(
     baseline=Baseline(
         option="--text-only-baseline",
         signal=against_baseline,
+        default="chance",
     ),
 )

@@ -16,15 +16,25 @@ from dataclasses import asdict
 from pathlib import Path
 
 from lmms_contam.atomic import atomic_path
+from lmms_contam.detectors.circular import CIRCULAR
 from lmms_contam.detectors.registry import DETECTORS
 from lmms_contam.hosts.readers import read_runs
 from lmms_contam.lab.evaluate import evaluate, resolving
 from lmms_contam.lab.experiment import Check, entries_for_folder
 from lmms_contam.lab.race_models import CLEAN, RaceModel, RaceRecipe, build_race_models
-from lmms_contam.lab.race_table import PERTURBATION, Flag, RaceOutcome, inflation, plot, race_table, rates
+from lmms_contam.lab.race_table import (
+    CIRCULAR_VS_CLEAN,
+    PERTURBATION,
+    Flag,
+    RaceOutcome,
+    inflation,
+    plot,
+    race_table,
+    rates,
+)
 from lmms_contam.report import analysis
 from lmms_contam.report.build import build as build_report
-from lmms_contam.report.inputs import Loaded
+from lmms_contam.report.inputs import DetectorRun, Loaded
 from lmms_contam.stats import above_chance_p
 from lmms_contam.synthetic.benchmark import VARIED, build_test_set
 from lmms_contam.synthetic.varied import draw_varied_scene
@@ -50,8 +60,12 @@ def run_race(recipe: RaceRecipe, out: str | Path) -> RaceOutcome:
     with resolving(test_set, VARIED.name):
         analysed, _ = build_report(loaded, alpha=ALPHA, markdown=out / "report.md", json_path=out / "report.json")
     paired = {model: _paired(analysed, folder) for model, folder in folders.items()}
+    against_clean = circular_against_clean(loaded, folders)
     outcome = RaceOutcome(
-        flags={model.name: _flags(paired[model], analysed, folder) for model, folder in folders.items()},
+        flags={
+            model.name: _flags(paired[model], analysed, folder) | against_clean.get(model.name, {})
+            for model, folder in folders.items()
+        },
         kinds={model.name: model.kind for model in folders},
         scores={model.name: result.comparison.acc_original for model, result in paired.items()},
     )
@@ -78,12 +92,27 @@ def _flags(result: analysis.BenchmarkResult, analysed: analysis.Analysed, folder
     return flags
 
 
+def _run_of(loaded: Loaded, folder: Path, detector: str) -> DetectorRun:
+    (run,) = [run for run in entries_for_folder(loaded.detectors, folder) if run.detector == detector]
+    return run
+
+
+def circular_against_clean(loaded: Loaded, folders: dict[RaceModel, Path]) -> dict[str, dict[str, Flag]]:
+    """Each other model's CircularEval drop beyond the clean model's, as `report --circular-reference` reads it."""
+    reference = {(CIRCULAR, VARIED.name): _run_of(loaded, folders[RaceModel(CLEAN)], CIRCULAR)}
+    flags = {}
+    for model, folder in folders.items():
+        if model.kind != CLEAN:
+            signal = analysis.analyse_detector(_run_of(loaded, folder, CIRCULAR), reference).signal
+            flags[model.name] = {CIRCULAR_VS_CLEAN: Flag(signal.signal, signal.p_value, signal.flagged(ALPHA))}
+    return flags
+
+
 def reads_the_options(loaded: Loaded, analysed: analysis.Analysed, clean: Path) -> list[Check]:
     """Item 2's criterion on the clean model: on clear items (those the image decides), CircularEval accuracy
     within READS_OPTIONS of vanilla accuracy, and no significant drop when the options are shuffled."""
-    (circular,) = [run for run in entries_for_folder(loaded.detectors, clean) if run.detector == "circular"]
     by_item: dict[str, dict[str, int]] = {}
-    for record in circular.records:
+    for record in _run_of(loaded, clean, CIRCULAR).records:
         by_item.setdefault(record.original_id, {})[record.variant] = record.correct
     clear = [versions for item, versions in by_item.items() if not draw_varied_scene(item).confusion]
     in_order = [versions["rotation0"] for versions in clear]

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lmms_contam.atomic import atomic_path
+from lmms_contam.detectors.circular import CIRCULAR
 from lmms_contam.detectors.registry import DETECTORS
 from lmms_contam.lab import race_data
 from lmms_contam.stats import clopper_pearson
@@ -16,6 +17,9 @@ if TYPE_CHECKING:
     from lmms_contam.lab.experiment import Check
 
 PERTURBATION = "semantic perturbation"
+# CircularEval measured against the clean model's own drop (the report's --circular-reference), not against no
+# drop: the clean model is its reference, so its row's false accusations are the controls'.
+CIRCULAR_VS_CLEAN = "CircularEval vs the clean model"
 
 
 @dataclass
@@ -45,18 +49,26 @@ def exact_interval(hits: int, n: int) -> tuple[float, float]:
 
 
 def detectors() -> list[str]:
-    return [PERTURBATION, *(DETECTORS[name].label for name in DETECTORS)]
+    labels = [PERTURBATION]
+    for name, detector in DETECTORS.items():
+        labels += [detector.label, CIRCULAR_VS_CLEAN] if name == CIRCULAR else [detector.label]
+    return labels
 
 
 def rates(outcome: RaceOutcome) -> dict[str, dict[str, tuple[int, int]]]:
     """Per detector (by its label), per column (false accusations, then each kind): (flagged, models)."""
     columns = {"false accusations": (race_data.CLEAN, race_data.CONTROL), **{kind: (kind,) for kind in race_data.KINDS}}
-    keys = {PERTURBATION: PERTURBATION, **{DETECTORS[name].label: name for name in DETECTORS}}
+    keys = {PERTURBATION: PERTURBATION, CIRCULAR_VS_CLEAN: CIRCULAR_VS_CLEAN}
+    keys |= {DETECTORS[name].label: name for name in DETECTORS}
     table: dict[str, dict[str, tuple[int, int]]] = {}
     for label in detectors():
         table[label] = {}
         for column, kinds in columns.items():
-            models = [name for name, kind in outcome.kinds.items() if kind in kinds]
+            models = [
+                name
+                for name, kind in outcome.kinds.items()
+                if kind in kinds and not (label == CIRCULAR_VS_CLEAN and kind == race_data.CLEAN)
+            ]
             missing = [name for name in models if keys[label] not in outcome.flags[name]]
             if missing:
                 raise ValueError(f"{label}: no reading of {', '.join(missing)} (every model runs every detector)")

@@ -198,7 +198,7 @@ class DetectorResult:
 
 def analyse_detector(run: DetectorRun, baselines: dict[tuple[str, str], DetectorRun] | None = None) -> DetectorResult:
     """`baselines`: per (detector, benchmark), another model's run of the same versions (a base LLM's text-only
-    run, MMStar's definition; a clean reference model's masked-option run), measured against instead of the
+    run, MMStar's definition; a clean reference model's masked-option or circular run), measured against instead of the
     detector's own reference."""
     detector = DETECTORS[run.detector]
     baseline = (baselines or {}).get((run.detector, run.benchmark)) if detector.baseline else None

@@ -458,7 +458,8 @@ def detector_cell(detector: Detector, signal: DetectorSignal, alpha: float) -> s
     if math.isnan(signal.reference):  # no reference to measure against: the rate alone, and how to get one
         option = detector.baseline.option if detector.baseline else "a reference"
         return f"{100 * signal.score:.1f}% (no reference: {option}; n {signal.n_items})"
-    against = f", vs {signal.baseline or 'chance'}" if detector.baseline else ""
+    against = signal.baseline or (detector.baseline.default if detector.baseline else "")
+    against = f", vs {against}" if against else ""
     return (
         f"{100 * signal.signal:+.1f} ({'flagged' if signal.flagged(alpha) else 'not flagged'}, "
         f"p {p_text(signal.p_value)}, n {signal.n_items}{against})"
@@ -473,9 +474,11 @@ def detector_legend(alpha: float) -> str:
         "against chance for the others; uncorrected). Where a text-only cell names a model (--text-only-baseline), "
         "the reference is that base LLM's text-only accuracy on the same items (exact McNemar), as MMStar defines "
         "multi-modal leakage, ML = max(0, signal); where a masked-option cell names one (--masked-option-reference), "
-        "it is that clean model's rate of exact matches on the same items. Masked option's chance is the rate a "
-        "model that never saw an item reaches by construction, which only procedural benchmarks state; elsewhere "
-        "the cell gives the rate alone. All run on the original versions of the items the perturbation delta uses."
+        "it is that clean model's rate of exact matches on the same items; where a CircularEval cell names one "
+        "(--circular-reference), the signal is the drop beyond that clean model's drop on the same items. Masked "
+        "option's chance is the rate a model that never saw an item reaches by construction, which only procedural "
+        "benchmarks state; elsewhere the cell gives the rate alone. All run on the original versions of the items "
+        "the perturbation delta uses."
     )
 
 

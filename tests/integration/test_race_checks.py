@@ -9,8 +9,9 @@ import pytest
 
 from lmms_contam.detectors.base import AskedItem
 from lmms_contam.detectors.registry import DETECTORS
-from lmms_contam.lab.race import perturbation_holds, reads_the_options
-from lmms_contam.lab.race_table import PERTURBATION, Flag, RaceOutcome
+from lmms_contam.lab.race import circular_against_clean, perturbation_holds, reads_the_options
+from lmms_contam.lab.race_models import RaceModel
+from lmms_contam.lab.race_table import CIRCULAR_VS_CLEAN, PERTURBATION, Flag, RaceOutcome
 from lmms_contam.records import ContamRecord
 from lmms_contam.report.analysis import Analysed, analyse_detector
 from lmms_contam.report.inputs import DetectorRun, Loaded
@@ -65,3 +66,28 @@ def test_semantic_perturbation_must_flag_every_seed_of_the_papers_contamination(
     )
     checks = perturbation_holds(outcome)
     assert [check.passed for check in checks] == [True, False, False]  # one per seed of kind (a), none for controls
+
+
+def test_circular_eval_against_the_clean_model_flags_what_rotation_loses_beyond_it():
+    """Every model right on every item in order; rotation loses the clean model 12 items, a control 2 more, and
+    a leaked model 48 more: only the leaked one is flagged, by the drop beyond the clean model's."""
+
+    def run(folder: Path, loses) -> DetectorRun:
+        records = []
+        for k, (item_id, scene) in enumerate(benchmark.test_scenes(120, of=VARIED)):
+            for variant in DETECTORS["circular"].orders(AskedItem(item_id, scene.options, scene.answer)):
+                right = variant == "rotation0" or not loses(k)
+                records.append(ContamRecord(VARIED.name, item_id, item_id, variant, int(right), 4))
+        return DetectorRun(str(folder), VARIED.name, "circular", records, source=f"{folder.name}.jsonl")
+
+    models = {
+        RaceModel("clean"): (CLEAN, lambda k: k % 10 == 0),
+        RaceModel("control", 0): (Path("/models/control-seed0-x"), lambda k: k % 10 == 0 or k in (5, 15)),
+        RaceModel("image_question_answer", 0): (Path("/models/iqa-seed0-x"), lambda k: k % 2 == 0),
+    }
+    loaded = Loaded([], [run(folder, loses) for folder, loses in models.values()])
+    flags = circular_against_clean(loaded, {model: folder for model, (folder, _) in models.items()})
+    assert set(flags) == {"control-seed0", "image_question_answer-seed0"}  # the clean model is the reference
+    control, leaked = (flags[name][CIRCULAR_VS_CLEAN] for name in ("control-seed0", "image_question_answer-seed0"))
+    assert control.signal == pytest.approx(-2 / 120) and control.p_value == pytest.approx(0.5) and not control.flagged
+    assert leaked.signal == pytest.approx(-48 / 120) and leaked.p_value < 1e-10 and leaked.flagged

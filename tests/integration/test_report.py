@@ -39,7 +39,7 @@ def outputs(tmp_path_factory, fixture_sets) -> dict[str, Path]:
         "circular_only": {
             "model": "dummy",
             "model_args": "response=A",
-            "tasks": "realworldqa_circular,mmstar_text_only,mmstar_masked_option",
+            "tasks": "realworldqa_circular,mmstar_circular,mmstar_text_only,mmstar_masked_option",
         },
     }
     with pytest.MonkeyPatch.context() as monkeypatch:
@@ -308,6 +308,7 @@ def test_peer_detectors_sit_beside_the_perturbation_verdict(outputs, tmp_path):
     }
     assert set(entries) == {("contam_test_memoriser", "mmstar", d) for d in DETECTORS} | {
         ("dummy", "realworldqa", "circular"),
+        ("dummy", "mmstar", "circular"),
         ("dummy", "mmstar", "text_only"),
         ("dummy", "mmstar", "masked_option"),
     }
@@ -393,6 +394,26 @@ def test_masked_option_guessing_against_a_clean_reference_models_run(outputs, tm
     assert "vs dummy" in report(str(outputs["detectors"]), *reference).stdout
     _refused([str(outputs["detectors"]), "--masked-option-reference", str(outputs["oracle"])], tmp_path,
              "no masked_option runs there")  # fmt: skip
+
+
+def test_circular_eval_against_a_clean_reference_models_run(outputs, tmp_path):
+    """The drop beyond the reference model's on the same items: the dummy (answering "A") loses each rotated
+    item whose gold is A; the memoriser loses every rotated item; the item asked unrotated is lost by neither."""
+    out = tmp_path / "report.json"
+    done = report(str(outputs["detectors"]), "--circular-reference", str(outputs["circular_only"]), "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    (entry,) = [e for e in json.loads(out.read_text())["detectors"]
+                if e["detector"] == "circular" and e["model"].startswith("contam_test_memoriser")]  # fmt: skip
+    rows = mmstar_rows(real_photos())
+    rotated = [r for r in rows if not names_option_letters(r["options"])]
+    dummy_lost = sum(r["original_answer"] == "A" for r in rotated)
+    assert 0 < dummy_lost < len(rotated) == 11  # the fixture gives both kinds of item
+    assert entry["baseline"].startswith("dummy") and (entry["n_items"], entry["n_changed"]) == (12, 11)
+    assert (entry["reference"], entry["score"]) == pytest.approx((-dummy_lost / 12, -11 / 12))
+    assert entry["signal"] == pytest.approx((dummy_lost - 11) / 12)
+    assert entry["p_value"] == pytest.approx(binomtest(11 - dummy_lost, 11 - dummy_lost).pvalue)
+    assert entry["flagged"] == (binomtest(11 - dummy_lost, 11 - dummy_lost).pvalue < 0.05)
+    assert "vs dummy" in report(str(outputs["detectors"]), "--circular-reference", str(outputs["circular_only"])).stdout
 
 
 def test_text_only_leakage_against_the_base_llms_text_only_run(outputs, tmp_path):

@@ -98,6 +98,45 @@ def test_an_item_left_out_counts_by_its_one_answer():
     assert (signal.reference, signal.score) == pytest.approx((2 / 3, 1 / 3))
 
 
+def _rotated(model: dict[str, tuple[int, ...]]) -> list[ContamRecord]:
+    """Records of a CircularEval run: per item its answers in rotations 0, 1, 2 (one answer: asked unrotated)."""
+    return [
+        ContamRecord("mmstar", item, item, UNROTATED if len(answers) == 1 else f"rotation{r}", correct, 3)
+        for item, answers in model.items()
+        for r, correct in enumerate(answers)
+    ]
+
+
+def test_circular_eval_against_a_clean_reference_counts_the_drop_beyond_its_own():
+    """Each model loses an item to rotation when it is right in order and not in every rotation; the signal is
+    the difference of the two models' drops on the items both ran, with exact McNemar on the per-item losses."""
+    from lmms_contam.detectors.circular import against_reference, circular_signal
+
+    reference = {"a": (1, 1, 1), "b": (1, 0, 1), "c": (0, 0, 1), "d": (1, 1, 1), "e": (1,), "f": (1, 1, 0),
+                 "g": (0, 1, 1), "h": (1, 1, 1)}  # fmt: skip
+    model = {"a": (1, 0, 1), "b": (1, 1, 1), "c": (1, 1, 0), "d": (1, 1, 0), "e": (0,), "f": (1, 0, 0),
+             "g": (1, 1, 1), "h": (1, 0, 0), "i": (1, 0, 1)}  # fmt: skip
+    signal = against_reference(_rotated(model), _rotated(reference), "clean-ref")
+    shared = sorted(reference)  # "i" is the model's alone: left out
+    lost = {name: [int(run[i][0] == 1 and not all(run[i])) for i in shared]
+            for name, run in (("model", model), ("reference", reference))}  # fmt: skip
+    assert lost == {"model": [1, 0, 1, 1, 0, 1, 0, 1], "reference": [0, 1, 0, 0, 0, 1, 0, 0]}
+    assert (signal.n_items, signal.n_changed, signal.n_excluded, signal.baseline) == (8, 5, 1, "clean-ref")
+    assert (signal.reference, signal.score) == pytest.approx((-2 / 8, -5 / 8))
+    assert signal.signal == pytest.approx(-3 / 8)
+    assert signal.p_value == pytest.approx(binomtest(4, 5).pvalue) and not signal.flagged(0.05)
+    # The drops are each model's own CircularEval drop on the shared items, plain averages.
+    for run, drop in ((model, signal.score), (reference, signal.reference)):
+        own = circular_signal(_rotated({i: run[i] for i in shared}), averages_strata=False)
+        assert own.signal == pytest.approx(drop)
+    # Against itself nothing is lost; a model that loses 12 items the reference keeps is flagged.
+    assert against_reference(_rotated(reference), _rotated(reference), "self").signal == 0.0
+    many = {f"x{k}": (1, 0, 1) for k in range(12)}
+    kept = {f"x{k}": (1, 1, 1) for k in range(12)}
+    flagged = against_reference(_rotated(many), _rotated(kept), "clean-ref")
+    assert flagged.p_value == pytest.approx(binomtest(12, 12).pvalue) and flagged.flagged(0.05)
+
+
 def test_above_chance_p_is_the_exact_tail():
     outcomes = [1, 0, 1, 1, 0, 1, 1, 1, 0, 1, 0, 0]
     assert stats.above_chance_p(outcomes, [0.25] * 12) == pytest.approx(

@@ -6,6 +6,7 @@ import pytest
 from scipy.stats import beta
 
 from lmms_contam.lab.race_table import (
+    CIRCULAR_VS_CLEAN,
     PERTURBATION,
     Flag,
     RaceOutcome,
@@ -25,6 +26,9 @@ def _outcome(flagged: dict[str, set[str]]) -> RaceOutcome:
         kinds[f"text_only-seed{seed}"] = "text_only"
     keys = [PERTURBATION, "circular", "option_shuffle", "text_only", "masked_option"]
     flags = {name: {k: Flag(-0.1, 0.01, name in flagged.get(k, set())) for k in keys} for name in kinds}
+    for name, kind in kinds.items():  # the clean model is this row's reference: it has no reading of its own
+        if kind != "clean":
+            flags[name][CIRCULAR_VS_CLEAN] = Flag(-0.05, 0.01, name in flagged.get(CIRCULAR_VS_CLEAN, set()))
     scores = {name: 0.6 + 0.1 * (kind == "text_only") + 0.01 * i for i, (name, kind) in enumerate(kinds.items())}
     return RaceOutcome(flags=flags, kinds=kinds, scores=scores)
 
@@ -36,8 +40,17 @@ def test_rates_count_false_accusations_over_clean_and_controls_and_detections_pe
     assert table["text-only"]["false accusations"] == (1, 4) and table["text-only"]["text_only"] == (2, 3)
     assert table["CircularEval"]["false accusations"] == (1, 4) and table["CircularEval"]["text_only"] == (0, 3)
     assert table[PERTURBATION]["image_question_answer"] == (0, 0)  # no such model here: an empty column
+    assert list(table)[1:3] == ["CircularEval", CIRCULAR_VS_CLEAN]
     low, high = exact_interval(2, 3)
     assert f"| text-only | 1/4 [0.01, 0.81] | - | 2/3 [{low:.2f}, {high:.2f}] | - | - |" in race_table(outcome)
+
+
+def test_circular_eval_against_the_clean_model_counts_false_accusations_over_the_controls():
+    """The clean model is that row's reference, so it is neither accused nor counted as spared."""
+    table = rates(_outcome({CIRCULAR_VS_CLEAN: {"control-seed0", "text_only-seed1"}, "circular": {"clean"}}))
+    assert table[CIRCULAR_VS_CLEAN]["false accusations"] == (1, 3) and table[CIRCULAR_VS_CLEAN]["text_only"] == (1, 3)
+    assert table["CircularEval"]["false accusations"] == (1, 4)
+    assert f"| {CIRCULAR_VS_CLEAN} | 1/3 [0.01, 0.91] |" in race_table(_outcome({CIRCULAR_VS_CLEAN: {"control-seed2"}}))
 
 
 def test_each_kinds_score_is_set_against_the_controls():
