@@ -3,6 +3,7 @@ models and controls, detections per kind of contamination), each share with its 
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -115,7 +116,7 @@ def plot(outcome: RaceOutcome, path: Path) -> None:
 
     table = rates(outcome)
     columns = list(next(iter(table.values())))
-    figure, axes = plt.subplots(figsize=(10, 4))
+    figure, axes = plt.subplots(figsize=(11, 4.4))
     width = 0.8 / len(columns)
     for c, column in enumerate(columns):
         xs, ys, lows, highs = [], [], [], []
@@ -129,10 +130,10 @@ def plot(outcome: RaceOutcome, path: Path) -> None:
             lows.append(hits / n - low)
             highs.append(high - hits / n)
         axes.bar(xs, ys, width, yerr=[lows, highs], capsize=2, label=column.replace("_", " "))
-    axes.set_xticks(range(len(table)), list(table), rotation=0)
+    axes.set_xticks(range(len(table)), [textwrap.fill(label, 16) for label in table], rotation=0)
     axes.set_ylim(0, 1.05)
     axes.set_ylabel("share of models flagged (p < 0.05)")
-    axes.legend(fontsize=8, ncols=len(columns), loc="upper center", bbox_to_anchor=(0.5, -0.12))
+    axes.legend(fontsize=8, ncols=len(columns), loc="upper center", bbox_to_anchor=(0.5, -0.2))
     figure.tight_layout()
     with atomic_path(path) as tmp:
         figure.savefig(tmp, format="png", dpi=120)
