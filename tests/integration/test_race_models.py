@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import torch
+
 from lmms_contam.lab.race_models import CLEAN, RaceModel, RaceRecipe, plan
 
 STAGES = ("read", "align", "clean")  # the clean model's stages: reading scenes, alignment, tuning on images
@@ -19,6 +21,35 @@ def test_a_models_folder_names_the_settings_that_made_it(tmp_path):
     every_stage = [replace(recipe, **{f"{stage}_steps": getattr(recipe, f"{stage}_steps") + 1}) for stage in STAGES]
     for changed in (*every_stage, replace(recipe, token_breaks="[,]"), replace(recipe, clean_lr_decay=True)):
         assert not {model.folder(tmp_path, changed) for model in folders} & set(folders.values())
+
+
+def test_the_reading_stages_folder_is_kept_when_only_the_tuning_on_images_changes():
+    recipe = RaceRecipe()
+    for kept in (replace(recipe, clean_steps=900), replace(recipe, clean_lr=3e-4), replace(recipe, finetune_lr=1e-3)):
+        assert kept.read_with() == recipe.read_with()
+    changed = [replace(recipe, read_steps=10), replace(recipe, align_lr=1e-2), replace(recipe, clean_batch=32),
+               replace(recipe, clean_lr_decay=True), replace(recipe, token_breaks=None)]  # fmt: skip
+    assert len({other.read_with() for other in changed} | {recipe.read_with()}) == len(changed) + 1
+
+
+def test_a_changed_tuning_on_images_starts_from_the_kept_reading(tmp_path, monkeypatch):
+    """A tiny recipe end to end: the first clean model reads, aligns and tunes; a second with more tuning steps
+    is another clean folder made from the same reading folder, without reading again."""
+    from lmms_contam.lab import race_models, scene_reading, tiny_vlm
+
+    recipe = RaceRecipe(size=tiny_vlm.TinyLlavaSize(), read_steps=3, align_steps=2, clean_steps=2, clean_batch=8)
+    first = race_models.train_clean(recipe, tmp_path)
+    (reading,) = tmp_path.glob("read-*")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([first.name, reading.name])
+
+    def no_reading(*_args, **_kwargs):
+        raise AssertionError("the reading stage ran again")
+
+    monkeypatch.setattr(scene_reading, "read_scenes", no_reading)
+    second = race_models.train_clean(replace(recipe, clean_steps=3), tmp_path)
+    assert second != first and sorted(tmp_path.glob("read-*")) == [reading]
+    tuned, read = (tiny_vlm.load_tiny_vlm(folder)[0].state_dict() for folder in (second, reading))
+    assert any(not torch.equal(tuned[name], read[name]) for name in read)  # the tuning moved the read weights
 
 
 def test_the_race_tokenizer_reads_each_option_as_one_token_of_its_own():
