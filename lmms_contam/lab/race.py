@@ -17,6 +17,7 @@ from pathlib import Path
 
 from lmms_contam.atomic import atomic_path
 from lmms_contam.detectors.circular import CIRCULAR
+from lmms_contam.detectors.option_shuffle import OPTION_SHUFFLE
 from lmms_contam.detectors.registry import DETECTORS
 from lmms_contam.hosts.readers import read_runs
 from lmms_contam.lab.evaluate import evaluate, resolving
@@ -34,7 +35,7 @@ from lmms_contam.lab.race_table import (
 )
 from lmms_contam.report import analysis
 from lmms_contam.report.build import build as build_report
-from lmms_contam.report.inputs import DetectorRun, Loaded
+from lmms_contam.report.inputs import Loaded
 from lmms_contam.stats import above_chance_p
 from lmms_contam.synthetic.benchmark import VARIED, build_test_set
 from lmms_contam.synthetic.varied import draw_varied_scene
@@ -92,18 +93,19 @@ def _flags(result: analysis.BenchmarkResult, analysed: analysis.Analysed, folder
     return flags
 
 
-def _run_of(loaded: Loaded, folder: Path, detector: str) -> DetectorRun:
-    (run,) = [run for run in entries_for_folder(loaded.detectors, folder) if run.detector == detector]
-    return run
+def _one_of(entries: list, folder: Path, detector: str):
+    """The model's one run (or analysed result) of `detector` among `entries`."""
+    (entry,) = [entry for entry in entries_for_folder(entries, folder) if entry.detector == detector]
+    return entry
 
 
 def circular_against_clean(loaded: Loaded, folders: dict[RaceModel, Path]) -> dict[str, dict[str, Flag]]:
     """Each other model's CircularEval drop beyond the clean model's, as `report --circular-reference` reads it."""
-    reference = {(CIRCULAR, VARIED.name): _run_of(loaded, folders[RaceModel(CLEAN)], CIRCULAR)}
+    reference = {(CIRCULAR, VARIED.name): _one_of(loaded.detectors, folders[RaceModel(CLEAN)], CIRCULAR)}
     flags = {}
     for model, folder in folders.items():
         if model.kind != CLEAN:
-            signal = analysis.analyse_detector(_run_of(loaded, folder, CIRCULAR), reference).signal
+            signal = analysis.analyse_detector(_one_of(loaded.detectors, folder, CIRCULAR), reference).signal
             flags[model.name] = {CIRCULAR_VS_CLEAN: Flag(signal.signal, signal.p_value, signal.flagged(ALPHA))}
     return flags
 
@@ -112,13 +114,13 @@ def reads_the_options(loaded: Loaded, analysed: analysis.Analysed, clean: Path) 
     """Item 2's criterion on the clean model: on clear items (those the image decides), CircularEval accuracy
     within READS_OPTIONS of vanilla accuracy, and no significant drop when the options are shuffled."""
     by_item: dict[str, dict[str, int]] = {}
-    for record in _run_of(loaded, clean, CIRCULAR).records:
+    for record in _one_of(loaded.detectors, clean, CIRCULAR).records:
         by_item.setdefault(record.original_id, {})[record.variant] = record.correct
     clear = [versions for item, versions in by_item.items() if not draw_varied_scene(item).confusion]
     in_order = [versions["rotation0"] for versions in clear]
     vanilla, every = sum(in_order) / len(clear), sum(all(versions.values()) for versions in clear) / len(clear)
     above = above_chance_p(in_order, [0.25] * len(clear))
-    (shuffle,) = [d for d in entries_for_folder(analysed.detectors, clean) if d.detector == "option_shuffle"]
+    shuffle = _one_of(analysed.detectors, clean, OPTION_SHUFFLE)
     return [
         Check(
             "the clean model answers the clear items above chance (one-sided binomial p < 0.01)",

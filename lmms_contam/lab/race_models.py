@@ -99,6 +99,7 @@ def train_clean(recipe: RaceRecipe, root: Path) -> Path:
     folder = RaceModel(CLEAN).folder(root, recipe)
     if folder.exists():
         return folder
+    # Loaded from its folder even when just made: a fresh run and one reusing the reading take the same path.
     vlm, processor = tiny_vlm.load_tiny_vlm(read_and_align(recipe, root))
     batches = race_data.clean_batches(0, recipe.clean_batch)
     tuning = _staged(recipe, recipe.clean_lr)
